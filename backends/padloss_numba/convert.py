@@ -1,0 +1,283 @@
+"""Scalar conversions between storage dtypes and compute floats, for use inside @njit kernels.
+
+Numba's CPU target has no float16/bfloat16 type, so such tensors travel as uint16 bit patterns
+and are widened/narrowed here, one element at a time, in code that LLVM can inline and
+vectorize (no Python objects, branchless selects).
+
+Kernels call ``load(kind, x)``, ``store_nearest_even(kind, v)`` and ``store_half_away(kind, v)``
+with ``kind`` a compile-time integer literal (after ``numba.literally(kind)``); the choice of
+conversion is made while typing, so no branch on ``kind`` is left at run time.
+
+Rounding: ``store_nearest_even`` is IEEE round-to-nearest-even from the value's own precision
+(float64 inputs are rounded once, never float64 -> float32 -> float16). ``store_half_away`` is
+CANN's CAST_ROUND: round half away from zero. Both keep NaN a quiet NaN with its sign and send
+finite values that round past the largest finite value to infinity.
+
+The helpers pin fastmath=False, so a fastmath caller cannot fold away their exact NaN/inf/tie
+comparisons; F32/F64 casts are inlined into the caller and follow its flags.
+"""
+
+import llvmlite.binding as llvm
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import errors
+from numba.extending import intrinsic, overload
+
+F16 = 0
+BF16 = 1
+F32 = 2
+F64 = 3
+STORAGE_CODE = {"float16": F16, "bfloat16": BF16, "float32": F32, "float64": F64}
+
+
+# --- LLVM-level casts (numba has no half type and no scalar bit reinterpretation) -----------------
+
+
+def _llvm_cast(src, dst, build):
+    """Make an intrinsic ``dst(src)`` whose body is ``build(builder, value)`` in LLVM IR.
+
+    Integer sources accept any integer type and wrap it to ``src`` first, because numba widens
+    small unsigned arithmetic (``uint16 + uint16`` is 64-bit).
+    """
+
+    @intrinsic
+    def cast(typingctx, x):
+        if x != src and not (isinstance(src, types.Integer) and isinstance(x, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return build(builder, context.cast(builder, args[0], sig.args[0], src))
+
+        return dst(x), codegen
+
+    return cast
+
+
+def _provide_half_libcalls():
+    """Without F16C (e.g. NUMBA_CPU_NAME=generic) LLVM calls __extendhfsf2/__truncsfhf2, which the
+    JIT cannot resolve (LLVM aborts the process); libgcc_s from GCC >= 12 exports them."""
+    if llvm.address_of_symbol("__extendhfsf2") is None:
+        try:
+            llvm.load_library_permanently("libgcc_s.so.1")
+        except RuntimeError:  # no libgcc_s (not Linux): compile for a CPU with F16C instead
+            pass
+
+
+_provide_half_libcalls()
+_HALF, _FLOAT = ir.HalfType(), ir.FloatType()
+
+# fpext/fptrunc on LLVM's half type become single vcvtph2ps/vcvtps2ph instructions with F16C
+# (scalar or vector); fptrunc rounds to nearest even. Only float<->half is used: a direct
+# double->half fptrunc has no instruction on most CPUs and would become a libcall.
+_half_bits_to_f32 = _llvm_cast(
+    types.uint16, types.float32, lambda b, v: b.fpext(b.bitcast(v, _HALF), _FLOAT)
+)
+_f32_to_half_bits = _llvm_cast(
+    types.float32, types.uint16, lambda b, v: b.bitcast(b.fptrunc(v, _HALF), ir.IntType(16))
+)
+_f32_as_u32 = _llvm_cast(types.float32, types.uint32, lambda b, v: b.bitcast(v, ir.IntType(32)))
+_u32_as_f32 = _llvm_cast(types.uint32, types.float32, lambda b, v: b.bitcast(v, _FLOAT))
+
+
+# --- scalar helpers -------------------------------------------------------------------------------
+
+# Explicit fastmath=False: numba callees otherwise inherit a fastmath caller's flags, and nnan/ninf
+# would fold away the exact NaN/inf/tie comparisons below.
+_strict = njit(fastmath=False)
+
+
+@_strict
+def f16_bits_to_f32(bits):
+    """float16 bits -> float32, exact; numba cannot type float16, LLVM's half type can."""
+    return _half_bits_to_f32(bits)
+
+
+@_strict
+def f32_to_f16_bits_rne(x):
+    """float32 -> float16 bits, nearest even (LLVM fptrunc == numpy's astype(float16))."""
+    return _f32_to_half_bits(np.float32(x))
+
+
+@_strict
+def f32_to_f16_bits_half_away(x):
+    """float32 -> float16 bits, ties away from zero (CANN CAST_ROUND): RNE, then fix exact ties.
+
+    If RNE went to the smaller magnitude ``lo`` and x lies exactly midway between ``lo`` and the
+    next float16 ``hi`` away from zero, take ``hi``. ``2|x|`` and ``lo + hi`` are exact in float32
+    (f16 values have 11 bits); when ``hi`` is inf/NaN (r = max, inf or NaN) the test is false.
+    """
+    x = np.float32(x)
+    r = _f32_to_half_bits(x)
+    lo = abs(_half_bits_to_f32(r))
+    hi = _half_bits_to_f32((r & 0x7FFF) + 1)
+    tie = np.float32(2.0) * abs(x) == lo + hi
+    return np.uint16(r + np.uint16(tie))
+
+
+@_strict
+def bf16_bits_to_f32(bits):
+    """bfloat16 bits -> float32, exact: bfloat16 is the top half of a float32."""
+    return _u32_as_f32(np.uint32(bits) << 16)
+
+
+@_strict
+def _bf16_round(x, bias):
+    """Shared bfloat16 narrowing: add ``bias`` to the float32 bits, keep the top half; NaN stays a quiet NaN.
+
+    The ``np.uint32`` wrap keeps the arithmetic 32-bit (numba widens it to 64), so LLVM vectorizes
+    with 32-bit lanes; the sum only wraps for NaN patterns, which the select discards.
+    """
+    x = np.float32(x)
+    b = _f32_as_u32(x)
+    rounded = np.uint32(b + bias) >> 16
+    quiet_nan = (b >> 16) | 0x0040
+    return np.uint16(quiet_nan if x != x else rounded)
+
+
+@_strict
+def f32_to_bf16_bits_rne(x):
+    """float32 -> bfloat16 bits, nearest even; ties go to the even top half via the ``+ lsb`` bias."""
+    b = _f32_as_u32(np.float32(x))
+    return _bf16_round(x, np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1)))
+
+
+@_strict
+def f32_to_bf16_bits_half_away(x):
+    """float32 -> bfloat16 bits, ties away from zero: bias 0x8000 on the sign-magnitude pattern."""
+    return _bf16_round(x, np.uint32(0x8000))
+
+
+@_strict
+def f64_to_f32_round_odd(x):
+    """float64 -> float32 rounded to odd, so one more rounding to <= 22 bits is a single correct rounding.
+
+    Inexact results take the neighbour with an odd last bit: truncate toward zero (undo RNE's
+    round-up), then set the last bit. Overflow gives +-FLT_MAX (odd), which still narrows to inf.
+    """
+    x = np.float64(x)
+    r = np.float32(x)
+    b = _f32_as_u32(r)
+    b -= np.uint32(abs(np.float64(r)) > abs(x))
+    b |= np.uint32(np.float64(r) != x)  # NaN: sets a payload bit of a quiet NaN, harmless
+    return _u32_as_f32(b)
+
+
+@_strict
+def f64_to_f16_bits_rne(x):
+    """float64 -> float16 bits, nearest even, single rounding (via round-to-odd float32)."""
+    return _f32_to_half_bits(f64_to_f32_round_odd(x))
+
+
+@_strict
+def f64_to_bf16_bits_rne(x):
+    """float64 -> bfloat16 bits, nearest even, single rounding (via round-to-odd float32)."""
+    return f32_to_bf16_bits_rne(f64_to_f32_round_odd(x))
+
+
+@_strict
+def f64_to_f16_bits_half_away(x):
+    """float64 -> float16 bits, ties away, single rounding (round-to-odd keeps ties exact)."""
+    return f32_to_f16_bits_half_away(f64_to_f32_round_odd(x))
+
+
+@_strict
+def f64_to_bf16_bits_half_away(x):
+    """float64 -> bfloat16 bits, ties away, single rounding (round-to-odd keeps ties exact)."""
+    return f32_to_bf16_bits_half_away(f64_to_f32_round_odd(x))
+
+
+# --- kind-dispatched API (resolved at compile time) -----------------------------------------------
+
+
+def load(kind, x):
+    """Widen one stored element: float32 for F16/BF16 (uint16 bits) and F32, float64 for F64."""
+    return _load_py(kind, x)
+
+
+def store_nearest_even(kind, v):
+    """Narrow a float32/float64 compute value to ``kind``'s storage, nearest even, single rounding."""
+    return _store_nearest_even_py(kind, v)
+
+
+def store_half_away(kind, v):
+    """Narrow to ``kind``'s storage with ties away from zero; F32 and F64 are plain casts."""
+    return _store_half_away_py(kind, v)
+
+
+def _literal_kind(kind):
+    if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in (F16, BF16, F32, F64):
+        raise errors.TypingError(
+            f"kind must be a literal storage code 0..3 (use numba.literally(kind)), got {kind}"
+        )
+    return kind.literal_value
+
+
+def _require_float(v):
+    if v not in (types.float32, types.float64):
+        raise errors.TypingError(f"compute value must be float32 or float64, got {v}")
+
+
+@overload(load, prefer_literal=True, inline="always")
+def _ol_load(kind, x):
+    k = _literal_kind(kind)
+    if k in (F16, BF16) and not isinstance(x, types.Integer):
+        raise errors.TypingError(f"float16/bfloat16 elements are uint16 bits, got {x}")
+    widen = {F16: f16_bits_to_f32, BF16: bf16_bits_to_f32}.get(k)
+    if widen is not None:
+        return lambda kind, x: widen(x)
+    if k == F32:
+        return lambda kind, x: np.float32(x)
+    return lambda kind, x: np.float64(x)
+
+
+@overload(store_nearest_even, prefer_literal=True, inline="always")
+def _ol_store_nearest_even(kind, v):
+    k = _literal_kind(kind)
+    _require_float(v)
+    wide = v == types.float64
+    narrow = {
+        F16: f64_to_f16_bits_rne if wide else f32_to_f16_bits_rne,
+        BF16: f64_to_bf16_bits_rne if wide else f32_to_bf16_bits_rne,
+    }.get(k)
+    if narrow is not None:
+        return lambda kind, v: narrow(v)
+    if k == F32:
+        return lambda kind, v: np.float32(v)
+    return lambda kind, v: np.float64(v)
+
+
+@overload(store_half_away, prefer_literal=True, inline="always")
+def _ol_store_half_away(kind, v):
+    k = _literal_kind(kind)
+    _require_float(v)
+    wide = v == types.float64
+    narrow = {
+        F16: f64_to_f16_bits_half_away if wide else f32_to_f16_bits_half_away,
+        BF16: f64_to_bf16_bits_half_away if wide else f32_to_bf16_bits_half_away,
+    }.get(k)
+    if narrow is not None:
+        return lambda kind, v: narrow(v)
+    if k == F32:
+        return lambda kind, v: np.float32(v)  # float64 -> float32 is a plain (RNE) cast
+    return lambda kind, v: np.float64(v)
+
+
+# Entry points so the API also works when called from plain Python (e.g. in a REPL).
+@_strict
+def _load_py(kind, x):
+    numba.literally(kind)
+    return load(kind, x)
+
+
+@_strict
+def _store_nearest_even_py(kind, v):
+    numba.literally(kind)
+    return store_nearest_even(kind, v)
+
+
+@_strict
+def _store_half_away_py(kind, v):
+    numba.literally(kind)
+    return store_half_away(kind, v)

@@ -1,0 +1,38 @@
+"""Launching Numba kernels safely from any number of Python threads.
+
+Numba's parallel regions are thread-safe under the ``omp`` and ``tbb``
+threading layers but not under ``workqueue`` (concurrent launches abort the
+process). The layer is only known after the first parallel launch, so that
+one runs under a lock; from then on launches are serialised only when the
+layer is ``workqueue``. Tiny problems run a serial twin of each kernel: a
+parallel region costs about 2 us to start.
+"""
+from __future__ import annotations
+
+import threading
+
+import numba
+
+# Below this many output elements a serial kernel beats starting threads.
+PARALLEL_MIN_ELEMENTS = 1 << 15
+
+_lock = threading.Lock()
+_serialize: bool | None = None   # None until the first parallel launch
+
+
+def launch_parallel(kernel, *args) -> None:
+    global _serialize
+    if _serialize is False:
+        kernel(*args)
+        return
+    with _lock:
+        kernel(*args)
+        _serialize = numba.threading_layer() == "workqueue"
+
+
+def threading_layer() -> str | None:
+    """The active Numba threading layer, or None before the first parallel launch."""
+    try:
+        return numba.threading_layer()
+    except ValueError:
+        return None

@@ -1,0 +1,53 @@
+"""Plans for circular_pad2d_backward on the Numba backend."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from padloss.geometry import circular_axis
+from padloss.problem import Problem
+
+from .convert import STORAGE_CODE
+from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
+from .pad_kernel import make_kernel
+
+_kernel = functools.lru_cache(maxsize=None)(make_kernel)
+
+# Row chunks per thread: enough to balance uneven rows (band rows cost ~3x a copy).
+CHUNKS_PER_THREAD = 4
+
+
+class CircularPadPlan:
+    """Geometry and kernel for one Problem; ``run`` views the buffers and launches."""
+
+    workspace_size = 0   # row buffers are per-thread and tiny; no caller scratch needed
+
+    def __init__(self, problem: Problem, threads: int):
+        grad_output, grad_input = problem.tensors
+        left, right, top, bottom = problem.params
+        height, width = grad_input.shape[-2:]
+        h, w = circular_axis(height, top, bottom), circular_axis(width, left, right)
+        self._h = (h.crop, h.kept, h.before, h.after)
+        self._w = (w.crop, w.kept, w.before, w.after)
+        kind = STORAGE_CODE[grad_input.dtype]
+        self._as_bits = grad_input.dtype in ("float16", "bfloat16")
+        self._rank3 = len(grad_input.shape) == 3
+        self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
+        self._kernel = _kernel(kind, self._parallel)
+        self._chunks = CHUNKS_PER_THREAD * threads
+
+    def run(self, buffers: tuple, workspace, stream) -> None:
+        go, gi = buffers
+        if self._as_bits:
+            go, gi = go.view(np.uint16), gi.view(np.uint16)
+        if self._rank3:
+            go, gi = go[None], gi[None]
+        if self._parallel:
+            launch_parallel(self._kernel, go, gi, self._h, self._w, self._chunks)
+        else:
+            self._kernel(go, gi, self._h, self._w, 1)
+
+
+def compile_circular_pad2d_backward(problem: Problem, threads: int) -> CircularPadPlan:
+    return CircularPadPlan(problem, threads)

@@ -1,0 +1,4 @@
+"""``python -m padloss``: the command line (see padloss.cli)."""
+from .cli import main
+
+raise SystemExit(main())

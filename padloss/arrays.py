@@ -1,0 +1,123 @@
+"""Reading user arrays as metadata plus a zero-copy native view.
+
+padloss accepts NumPy arrays, torch tensors (CPU and device) and any CPU array
+that speaks DLPack. Everything downstream sees a :class:`Tensor`: hashable
+metadata (:class:`TensorMeta`) for validation and the plan cache, and the
+native object a backend computes on. CPU data becomes a NumPy view of the same
+memory (torch bfloat16 included), so outputs are written in place and nothing
+is copied. torch is never imported here: a torch tensor is recognised by its
+class's module, which is only possible once the caller has imported torch.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from .errors import invalid_argument
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
+class TensorMeta(NamedTuple):
+    """What a plan may depend on: dtype name, shape and strides in elements."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+class Tensor(NamedTuple):
+    """A user argument as padloss sees it."""
+
+    meta: TensorMeta
+    device: str          # "cpu", "cuda:0", "npu:0", ...
+    native: Any          # NumPy view for CPU data, the torch tensor for device data
+    original: Any        # what the user passed (returned back as the result)
+
+
+def _is_torch_tensor(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def _numpy_meta(op: str, name: str, arr: np.ndarray) -> TensorMeta:
+    itemsize = arr.itemsize
+    strides = []
+    for s in arr.strides:
+        q, r = divmod(s, itemsize)
+        if r:
+            raise invalid_argument(op, name, f"strides {arr.strides} (bytes) are not multiples of "
+                                             f"the item size {itemsize}")
+        strides.append(q)
+    return TensorMeta(arr.dtype.name, arr.shape, tuple(strides))
+
+
+def _torch_cpu_view(op: str, name: str, t: Any) -> np.ndarray:
+    """NumPy view of a CPU tensor's memory; bfloat16 goes through an int16 view."""
+    import torch  # already imported by the caller, or t would not be a tensor
+
+    t = t.detach()
+    try:
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy().view(BFLOAT16)
+        return t.numpy()
+    except (TypeError, RuntimeError) as exc:
+        raise invalid_argument(op, name, f"cannot view this tensor's memory without a copy ({exc})")
+
+
+def as_tensor(op: str, name: str, obj: Any, *, writable: bool = False) -> Tensor:
+    """Adapt one user argument; ``writable`` is for outputs (no copy may stand in)."""
+    if type(obj) is np.ndarray:
+        arr = obj
+    elif _is_torch_tensor(obj):
+        if obj.device.type != "cpu":
+            meta = TensorMeta(str(obj.dtype).removeprefix("torch."), tuple(obj.shape), tuple(obj.stride()))
+            return Tensor(meta, str(obj.device), obj, obj)
+        arr = _torch_cpu_view(op, name, obj)
+    elif isinstance(obj, np.ndarray):
+        arr = obj.view(np.ndarray)
+    elif isinstance(obj, np.generic) and not writable:
+        arr = np.asarray(obj)
+    elif hasattr(obj, "__dlpack__"):
+        try:
+            arr = np.from_dlpack(obj)
+        except (TypeError, ValueError, RuntimeError, BufferError) as exc:
+            raise invalid_argument(op, name, f"a DLPack array must live in CPU memory ({exc})")
+    else:
+        raise invalid_argument(op, name, f"must be a NumPy array, a torch tensor or a DLPack array, "
+                                         f"not {type(obj).__name__}")
+    if writable and not arr.flags.writeable:
+        raise invalid_argument(op, name, "is read-only; the output must be writable")
+    return Tensor(_numpy_meta(op, name, arr), "cpu", arr, obj)
+
+
+def empty_like_output(template: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
+    """A new output of ``shape``/``dtype`` of the same kind and device as ``template``."""
+    original = template.original
+    if _is_torch_tensor(original):
+        import torch
+
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=original.device)
+    return np.empty(shape, dtype=numpy_dtype(dtype))
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype for a padloss dtype name (bfloat16 comes from ml_dtypes)."""
+    return BFLOAT16 if name == "bfloat16" else np.dtype(name)
+
+
+def overlaps(a: Tensor, b: Tensor) -> bool:
+    """Whether two CPU tensors may share memory (bounds check, no exact solve)."""
+    if a.device != "cpu" or b.device != "cpu":
+        return False
+    return bool(np.may_share_memory(a.native, b.native))

@@ -1,0 +1,130 @@
+"""circular_pad2d_backward: phase 1 (validation, Problem, plan) and the public calls.
+
+Implements every rule of spec/circular_pad2d_backward.md. All checks run before
+a backend is asked for anything, so an invalid call raises with nothing written.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from .arrays import Tensor, as_tensor, empty_like_output
+from .errors import invalid_argument, null_argument
+from .executor import Executor, check_output_overlap, make_executor
+from .geometry import axis_rule_violation
+from .problem import Problem
+
+OP = "circular_pad2d_backward"
+BUFFERS = ("grad_output", "grad_input")
+DTYPES = ("float16", "bfloat16", "float32", "float64")  # float64: CPU extension
+
+
+def _padding(padding: Any) -> tuple[int, int, int, int]:
+    if padding is None:
+        raise null_argument(OP, "padding")
+    try:
+        values = list(padding)
+    except TypeError:
+        raise invalid_argument(OP, "padding", f"must be a sequence of 4 integers "
+                                              f"[left, right, top, bottom], not {type(padding).__name__}")
+    if len(values) != 4:
+        raise invalid_argument(OP, "padding", f"must hold 4 integers [left, right, top, bottom], "
+                                              f"got {len(values)}")
+    pads = []
+    for v in values:
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            pads.append(operator.index(v))
+        except TypeError:
+            raise invalid_argument(OP, "padding", f"values must be integers, got {v!r}")
+    return tuple(pads)
+
+
+def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> tuple[Tensor, Tensor, tuple]:
+    """Check grad_output, self and padding; return them adapted."""
+    if grad_output is None:
+        raise null_argument(OP, "grad_output")
+    if self is None:
+        raise null_argument(OP, "self")
+    pads = _padding(padding)
+    go = as_tensor(OP, "grad_output", grad_output)
+    x = as_tensor(OP, "self", self)
+    dtype, shape = x.meta.dtype, x.meta.shape
+    if dtype not in DTYPES:
+        raise invalid_argument(OP, "self", f"dtype {dtype} is not supported; expected one of "
+                                           f"{', '.join(DTYPES)}")
+    if go.meta.dtype != dtype:
+        raise invalid_argument(OP, "grad_output", f"dtype {go.meta.dtype} must equal self's dtype "
+                                                  f"{dtype} (no promotion)")
+    if len(shape) not in (3, 4):
+        raise invalid_argument(OP, "self", f"rank {len(shape)} is not supported; expected 3 (C, H, W) "
+                                           f"or 4 (N, C, H, W)")
+    if len(go.meta.shape) != len(shape):
+        raise invalid_argument(OP, "grad_output", f"rank {len(go.meta.shape)} must equal self's rank "
+                                                  f"{len(shape)}")
+    if 0 in shape[1:]:
+        raise invalid_argument(OP, "self", f"shape {shape} has a zero-sized dim other than the first")
+    left, right, top, bottom = pads
+    height, width = shape[-2], shape[-1]
+    for axis, size, before, after in (("height", height, top, bottom), ("width", width, left, right)):
+        why = axis_rule_violation(size, before, after)
+        if why is not None:
+            raise invalid_argument(OP, "padding", f"{axis}: {why}")
+    expected = shape[:-2] + (height + top + bottom, width + left + right)
+    if go.meta.shape != expected:
+        raise invalid_argument(OP, "grad_output", f"shape {go.meta.shape} must be {expected}: self's "
+                                                  f"leading dims, then H + top + bottom, W + left + right")
+    return go, x, pads
+
+
+def _validate_output(grad_input: Any, go: Tensor, x: Tensor, name: str) -> Tensor:
+    """Check the output, called ``name`` ("grad_input", or "out" in the one-shot call)."""
+    gi = as_tensor(OP, name, grad_input, writable=True)
+    if gi.meta.dtype != x.meta.dtype:
+        raise invalid_argument(OP, name, f"dtype {gi.meta.dtype} must equal self's dtype "
+                                         f"{x.meta.dtype}")
+    if gi.meta.shape != x.meta.shape:
+        raise invalid_argument(OP, name, f"shape {gi.meta.shape} must equal self's shape "
+                                         f"{x.meta.shape}")
+    if gi.device != go.device:
+        raise invalid_argument(OP, name, f"is on {gi.device} but grad_output is on {go.device}")
+    check_output_overlap(OP, ("grad_output", name), (go, gi))
+    return gi
+
+
+def _executor(go: Tensor, gi: Tensor, pads: tuple, backend: str | None) -> Executor:
+    problem = Problem(OP, go.device, (go.meta, gi.meta), pads)
+    return make_executor(problem, BUFFERS, (go, gi), backend)
+
+
+def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padding: Any,
+                                               grad_input: Any, *, backend: str | None = None
+                                               ) -> tuple[int, Executor]:
+    """Phase 1, aclnn-shaped: validate and plan; return (workspace bytes, executor).
+
+    ``executor.run(workspace=None, stream=None)`` then writes ``grad_input``;
+    it may be run again, with new buffers of the same metadata passed as
+    ``run(grad_output=..., grad_input=...)``.
+    """
+    go, x, pads = _validate_inputs(grad_output, self, padding)
+    if grad_input is None:
+        raise null_argument(OP, "grad_input")
+    executor = _executor(go, _validate_output(grad_input, go, x, "grad_input"), pads, backend)
+    return executor.workspace_size, executor
+
+
+def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: Any = None,
+                            backend: str | None = None) -> Any:
+    """Gradient of 2-D circular padding with respect to its input.
+
+    ``padding`` is [left, right, top, bottom] (negative values crop, as in
+    ``F.pad(mode="circular")``); ``self`` gives only the input's shape and
+    dtype. Returns ``out`` (written in place) or a new array/tensor of the
+    same kind as ``grad_output``. float16/bfloat16 are summed in float32 and
+    rounded once, half away from zero, as the Ascend kernel does.
+    """
+    go, x, pads = _validate_inputs(grad_output, self, padding)
+    if out is None:
+        out = empty_like_output(go, x.meta.shape, x.meta.dtype)
+    return _executor(go, _validate_output(out, go, x, "out"), pads, backend).run()

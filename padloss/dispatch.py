@@ -1,0 +1,186 @@
+"""Which backend runs a Problem: the registry and the selection order.
+
+Built-in backends are listed in a table and imported only when first needed;
+third parties register through the entry-point group ``padloss.backends`` (a
+plugin that fails to load becomes a warning, never a broken import). The
+choice, first match wins:
+
+1. the ``backend=`` argument of the call,
+2. an enclosing ``padloss.use_backend(name)`` block (a context variable, so
+   it is per thread and per asyncio task),
+3. the ``PADLOSS_BACKEND`` environment variable,
+4. automatic: backends that compute where the data lives, highest priority
+   first, the first one available that supports the Problem.
+
+An explicit choice (1-3) that is unknown, unavailable or unsuitable is an
+error naming the reason; it never falls back silently.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib
+import importlib.metadata
+import os
+import threading
+import warnings
+from typing import Iterator, NamedTuple
+
+from .backend import Backend
+from .errors import BackendError, invalid_argument
+from .problem import Problem
+
+ENTRY_POINT_GROUP = "padloss.backends"
+ENV_VAR = "PADLOSS_BACKEND"
+
+# name -> (module, attribute): imported on first use, in this order.
+BUILTIN_BACKENDS: dict[str, tuple[str, str]] = {
+    "numba": ("padloss_numba", "backend"),
+}
+
+
+class BackendInfo(NamedTuple):
+    name: str
+    available: bool
+    reason: str        # why not, when unavailable
+    priority: int
+    devices: tuple[str, ...]
+
+
+class _Unloadable(Backend):
+    """Stands in for a backend whose module failed to import, keeping the reason."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self._reason = reason
+
+    def availability(self) -> tuple[bool, str]:
+        return False, self._reason
+
+    def supports(self, problem: Problem) -> str | None:
+        return self._reason
+
+
+def _instantiate(obj: object) -> Backend:
+    backend = obj() if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Backend)) else obj
+    if not isinstance(backend, Backend):
+        raise TypeError(f"expected a padloss.Backend, got {type(backend).__name__}")
+    return backend
+
+
+class Registry:
+    """All known backends by name, loaded once, lazily and thread-safely."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._backends: dict[str, Backend] | None = None
+        self._ordered: list[Backend] = []
+
+    def backends(self) -> dict[str, Backend]:
+        if self._backends is None:
+            with self._lock:
+                if self._backends is None:
+                    loaded = self._load()
+                    self._ordered = sorted(loaded.values(), key=lambda b: -b.priority)
+                    self._backends = loaded
+        return self._backends
+
+    def _load(self) -> dict[str, Backend]:
+        found: dict[str, Backend] = {}
+        for name, (module, attr) in BUILTIN_BACKENDS.items():
+            try:
+                found[name] = _instantiate(getattr(importlib.import_module(module), attr))
+            except Exception as exc:  # a missing optional dependency must not break padloss
+                found[name] = _Unloadable(name, f"cannot import {module}: {exc}")
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                backend = _instantiate(ep.load())
+            except Exception as exc:
+                warnings.warn(f"padloss: backend plugin {ep.name!r} ({ep.value}) failed to load "
+                              f"and is ignored: {exc!r}", RuntimeWarning, stacklevel=2)
+                continue
+            if backend.name in found:
+                warnings.warn(f"padloss: backend plugin {ep.name!r} uses the taken name "
+                              f"{backend.name!r} and is ignored", RuntimeWarning, stacklevel=2)
+                continue
+            found[backend.name] = backend
+        return found
+
+    def reload(self) -> None:
+        """Forget the loaded backends (after installing a plugin, or in tests)."""
+        with self._lock:
+            self._backends = None
+
+    def by_priority(self) -> list[Backend]:
+        """Backends, highest priority first (ties keep registration order)."""
+        self.backends()
+        return self._ordered
+
+
+registry = Registry()
+_chosen: contextvars.ContextVar[str | None] = contextvars.ContextVar("padloss_backend", default=None)
+
+
+@contextlib.contextmanager
+def use_backend(name: str) -> Iterator[None]:
+    """Run the calls inside the block on backend ``name`` (unless a call names its own)."""
+    if not isinstance(name, str):
+        raise TypeError(f"use_backend expects a backend name, got {type(name).__name__}")
+    token = _chosen.set(name)
+    try:
+        yield
+    finally:
+        _chosen.reset(token)
+
+
+def available_backends() -> list[BackendInfo]:
+    """Every known backend, highest priority first, with why it is unavailable."""
+    infos = []
+    for b in registry.by_priority():
+        ok, reason = b.availability()
+        infos.append(BackendInfo(b.name, ok, "" if ok else reason, b.priority, tuple(sorted(b.devices))))
+    return infos
+
+
+def select_backend(problem: Problem, requested: str | None = None) -> Backend:
+    """The backend that will run ``problem`` under the selection order above."""
+    name, origin = requested, "the backend= argument"
+    if name is None:
+        name, origin = _chosen.get(), "padloss.use_backend()"
+    if name is None:
+        name, origin = os.environ.get(ENV_VAR) or None, f"the {ENV_VAR} environment variable"
+    if name is not None:
+        return _explicit(problem, name, origin)
+    return _automatic(problem)
+
+
+def _explicit(problem: Problem, name: str, origin: str) -> Backend:
+    backends = registry.backends()
+    backend = backends.get(name)
+    if backend is None:
+        raise invalid_argument(problem.op, "backend", f"unknown backend {name!r} (from {origin}); "
+                                                      f"known: {', '.join(sorted(backends))}")
+    ok, reason = backend.availability()
+    if not ok:
+        raise BackendError(f"{problem.op}: backend {name!r} (from {origin}) is unavailable: {reason}",
+                           argument="backend")
+    why_not = backend.supports(problem)
+    if why_not is not None:
+        raise invalid_argument(problem.op, "backend",
+                               f"backend {name!r} (from {origin}) cannot run this call: {why_not}")
+    return backend
+
+
+def _automatic(problem: Problem) -> Backend:
+    refusals = []
+    for backend in registry.by_priority():
+        if problem.device_type not in backend.devices:
+            continue
+        ok, reason = backend.availability()
+        why_not = reason if not ok else backend.supports(problem)
+        if why_not is None:
+            return backend
+        refusals.append(f"{backend.name}: {why_not}")
+    detail = "; ".join(refusals) if refusals else "no backend computes on this device"
+    raise BackendError(f"{problem.op}: no backend can run this call on device "
+                       f"{problem.device!r} ({detail})", argument="backend")

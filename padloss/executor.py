@@ -1,0 +1,127 @@
+"""Phase 2: the Executor, a compiled plan bound to buffers, run any number of times.
+
+Phase 1 (each op's ``*_get_workspace_size``) validates the arguments, picks a
+backend and fetches the plan from the cache; the Executor it returns only
+checks what can change between runs (new buffers must have the planned
+metadata; the workspace must be large enough) and launches the plan. Unlike
+aclnn's single-use executor it is repeatable: ``run()`` may be called again,
+with the same buffers or with new ones of identical metadata.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .arrays import Tensor, as_tensor, overlaps
+from .backend import Backend, Plan
+from .dispatch import select_backend
+from .errors import invalid_argument, null_argument
+from .plan_cache import plan_cache
+from .problem import Problem
+
+
+class EmptyPlan:
+    """The plan of a call with nothing to compute: no workspace, launches nothing."""
+
+    workspace_size = 0
+
+    def run(self, buffers: tuple, workspace: Any, stream: Any) -> None:
+        return None
+
+
+EMPTY_PLAN = EmptyPlan()
+
+
+def check_output_overlap(op: str, names: Sequence[str], tensors: Sequence[Tensor]) -> None:
+    """The output (last) must not share memory with any input: the kernels read
+    inputs while writing the output, so an alias would be silently wrong."""
+    out = tensors[-1]
+    for name, t in zip(names[:-1], tensors[:-1]):
+        if overlaps(out, t):
+            raise invalid_argument(op, names[-1], f"shares memory with '{name}'; the output must "
+                                                  f"not overlap an input")
+
+
+class Executor:
+    """A plan bound to buffers. ``workspace_size`` is the scratch the plan needs
+    (bytes; 0 means none). ``run()`` returns the output the caller passed."""
+
+    __slots__ = ("problem", "backend", "_plan", "_names", "_tensors")
+
+    def __init__(self, problem: Problem, backend: Backend | None, plan: Plan,
+                 names: tuple[str, ...], tensors: tuple[Tensor, ...]):
+        self.problem = problem
+        self.backend = backend
+        self._plan = plan
+        self._names = names
+        self._tensors = tensors
+
+    @property
+    def workspace_size(self) -> int:
+        return self._plan.workspace_size
+
+    @property
+    def buffer_names(self) -> tuple[str, ...]:
+        """The names ``run()`` accepts for new buffers (output last)."""
+        return self._names
+
+    def run(self, workspace: Any = None, stream: Any = None, **buffers: Any) -> Any:
+        """Launch the plan; keyword buffers replace the bound ones for this run
+        and later runs. Nothing is written unless every check passes."""
+        tensors = self._rebind(buffers) if buffers else self._tensors
+        size = self._plan.workspace_size
+        if size:
+            self._check_workspace(workspace, size)
+        self._plan.run(tuple(t.native for t in tensors), workspace, stream)
+        self._tensors = tensors
+        return tensors[-1].original
+
+    def _rebind(self, buffers: dict[str, Any]) -> tuple[Tensor, ...]:
+        op = self.problem.op
+        tensors = list(self._tensors)
+        for name, value in buffers.items():
+            if name not in self._names:
+                raise TypeError(f"{op}: executor.run() got an unexpected buffer {name!r}; "
+                                f"it takes {', '.join(self._names)}")
+            if value is None:
+                raise null_argument(op, name)
+            i = self._names.index(name)
+            t = as_tensor(op, name, value, writable=(i == len(self._names) - 1))
+            planned = self._tensors[i]
+            if t.meta != planned.meta or t.device != planned.device:
+                raise invalid_argument(op, name, f"has {_describe(t)} but this executor was planned "
+                                                 f"for {_describe(planned)}; plan a new call instead")
+            tensors[i] = t
+        check_output_overlap(op, self._names, tensors)
+        return tuple(tensors)
+
+    def _check_workspace(self, workspace: Any, size: int) -> None:
+        op = self.problem.op
+        if workspace is None:
+            raise null_argument(op, "workspace")
+        nbytes = getattr(workspace, "nbytes", None)
+        if nbytes is None and hasattr(workspace, "numel"):
+            nbytes = workspace.numel() * workspace.element_size()
+        if nbytes is None or nbytes < size:
+            raise invalid_argument(op, "workspace", f"holds {nbytes} bytes; this plan needs {size}")
+
+    def __repr__(self) -> str:
+        backend = self.backend.name if self.backend is not None else None
+        return (f"<padloss Executor {self.problem.op} backend={backend!r} "
+                f"workspace_size={self.workspace_size}>")
+
+
+def _describe(t: Tensor) -> str:
+    m = t.meta
+    return f"dtype {m.dtype}, shape {m.shape}, strides {m.strides} on {t.device}"
+
+
+def make_executor(problem: Problem, names: tuple[str, ...], tensors: tuple[Tensor, ...],
+                  requested_backend: str | None) -> Executor:
+    """The end of phase 1 for every op: pick the backend, fetch or build the plan."""
+    backend = select_backend(problem, requested_backend)
+    if problem.is_empty:
+        plan: Plan = EMPTY_PLAN
+    else:
+        key = (problem, backend.name, backend.cache_context())
+        plan = plan_cache.get_or_build(key, lambda: backend.compile(problem))
+    return Executor(problem, backend, plan, names, tensors)

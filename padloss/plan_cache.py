@@ -1,0 +1,83 @@
+"""A bounded, thread-safe LRU cache of compiled plans, keyed by metadata only.
+
+The key is (Problem, backend name, backend run-time context such as the thread
+count): shapes, dtypes, strides and parameters, never data and never a user
+array, so a cached plan cannot keep anything of the caller's alive. Plans are
+built outside the lock (building can take seconds the first time a kernel
+compiles); when two threads build the same plan, the first insert wins and both
+use it. The surface mirrors ``torch.backends.cuda.cufft_plan_cache``.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Hashable
+
+DEFAULT_MAX_SIZE = 256
+
+
+class PlanCache:
+    def __init__(self, max_size: int = DEFAULT_MAX_SIZE):
+        self._lock = threading.Lock()
+        self._plans: OrderedDict[Hashable, object] = OrderedDict()
+        self._max_size = self._checked_size(max_size)
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def _checked_size(value: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"plan_cache.max_size must be an integer >= 0, got {value!r}")
+        return value
+
+    @property
+    def size(self) -> int:
+        """Number of plans held now."""
+        return len(self._plans)
+
+    @property
+    def max_size(self) -> int:
+        """Most plans held; the least recently used goes first. 0 disables caching."""
+        return self._max_size
+
+    @max_size.setter
+    def max_size(self, value: int) -> None:
+        value = self._checked_size(value)
+        with self._lock:
+            self._max_size = value
+            self._evict()
+
+    def clear(self) -> None:
+        """Drop every plan and reset the hit/miss counters."""
+        with self._lock:
+            self._plans.clear()
+            self.hits = 0
+            self.misses = 0
+
+    def get_or_build(self, key: Hashable, build: Callable[[], object]) -> object:
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self._plans.move_to_end(key)
+                self.hits += 1
+                return plan
+            self.misses += 1
+        plan = build()
+        with self._lock:
+            if self._max_size == 0:
+                return plan
+            winner = self._plans.setdefault(key, plan)
+            self._plans.move_to_end(key)
+            self._evict()
+        return winner
+
+    def _evict(self) -> None:
+        while len(self._plans) > self._max_size:
+            self._plans.popitem(last=False)
+
+    def __repr__(self) -> str:
+        return (f"PlanCache(size={self.size}, max_size={self.max_size}, "
+                f"hits={self.hits}, misses={self.misses})")
+
+
+plan_cache = PlanCache()

@@ -1,0 +1,15 @@
+import os
+import sys
+
+from hypothesis import settings
+
+# The backends/ source root holds padloss_numba; an installed padloss has it on sys.path
+# already, a bare checkout (PYTHONPATH=.) does not.
+_backends = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "backends")
+if _backends not in sys.path:
+    sys.path.insert(0, _backends)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+settings.register_profile("ci", deadline=None, print_blob=True, derandomize=True)
+settings.register_profile("dev", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))

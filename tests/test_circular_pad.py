@@ -1,0 +1,167 @@
+"""circular_pad2d_backward on the default (Numba) backend, against three oracles:
+the spec's worked example, the NumPy model in padloss.reference (bit-exact), and
+PyTorch autograd of F.pad(mode="circular") (tolerance)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import padloss
+from padloss import reference
+from padloss.geometry import axis_rule_violation
+from layouts import LAYOUTS, bits, with_layout
+
+DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32,
+          "float64": np.float64}
+
+
+def test_spec_example():
+    go = np.ones((1, 1, 7), np.float32)
+    out = padloss.circular_pad2d_backward(go, np.ones((1, 1, 5), np.float32), [1, 1, 0, 0])
+    np.testing.assert_array_equal(out, [[[2, 1, 1, 1, 2]]])
+    assert out.dtype == np.float32
+
+
+def test_corners_collect_four_terms():
+    go = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
+    out = padloss.circular_pad2d_backward(go, np.empty((1, 1, 3, 3), np.float32), [1, 1, 1, 1])
+    # worked by hand: interior 12; top-left 6 + 24 (bottom-right corner) + 9 + 21 ...
+    np.testing.assert_array_equal(out[0, 0], [[60, 29, 56], [25, 12, 23], [40, 19, 36]])
+
+
+def test_two_phase_form_and_repeat_runs():
+    rng = np.random.default_rng(1)
+    go = rng.standard_normal((2, 3, 8, 9)).astype(np.float32)
+    gi = np.full((2, 3, 6, 5), np.nan, np.float32)
+    ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, gi, (2, 2, 1, 1), gi)
+    assert ws == 0 and ex.workspace_size == 0
+    assert np.isnan(gi).all()              # phase 1 writes nothing
+    assert ex.run() is gi
+    expected = reference.circular_pad2d_backward(go, gi.shape, (2, 2, 1, 1))
+    np.testing.assert_array_equal(bits(gi), bits(expected))
+    go2 = rng.standard_normal(go.shape).astype(np.float32)
+    ex.run(grad_output=go2)
+    np.testing.assert_array_equal(bits(gi), bits(reference.circular_pad2d_backward(go2, gi.shape, (2, 2, 1, 1))))
+
+
+@st.composite
+def axis(draw, max_size=9):
+    size = draw(st.integers(1, max_size))
+    valid = [(a, b) for a in range(-size, size) for b in range(-size, size)
+             if axis_rule_violation(size, a, b) is None]
+    before, after = draw(st.sampled_from(valid))
+    return size, before, after
+
+
+@st.composite
+def pad_case(draw):
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    lead = draw(st.sampled_from([(), (1,), (0,), (2,), (3,)]))  # () -> rank 3 with C below
+    channels = draw(st.integers(1, 3))
+    (h, top, bottom), (w, left, right) = draw(axis()), draw(axis())
+    shape = lead + (channels, h, w)
+    if len(shape) == 3 and shape[0] == 0:
+        shape = (1,) + shape[1:]
+    seed = draw(st.integers(0, 2**32 - 1))
+    special = draw(st.booleans())
+    return dtype, shape, (left, right, top, bottom), seed, special, \
+        draw(st.sampled_from(LAYOUTS)), draw(st.sampled_from(LAYOUTS))
+
+
+def _grad(shape, pads, dtype, seed, special, big=True):
+    left, right, top, bottom = pads
+    gshape = shape[:-2] + (shape[-2] + top + bottom, shape[-1] + left + right)
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal(gshape) * rng.choice([1e-3, 1.0, 3e4 if big else 1e2], size=gshape)
+    if special:   # ties, signed zeros, inf and NaN where the spec fixes their fate
+        pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1 + 2**-11, 1 + 2**-8, 65504.0, -2.5])
+        mask = rng.random(gshape) < 0.3
+        g = np.where(mask, rng.choice(pool, size=gshape), g)
+    return g.astype(DTYPES[dtype])
+
+
+@settings(max_examples=3000)
+@given(pad_case())
+def test_bit_exact_against_reference(case):
+    dtype, shape, pads, seed, special, go_layout, out_layout = case
+    go = with_layout(_grad(shape, pads, dtype, seed, special), go_layout)
+    out = with_layout(np.full(shape, 7, DTYPES[dtype]), out_layout)
+    result = padloss.circular_pad2d_backward(go, np.empty(shape, DTYPES[dtype]), pads, out=out)
+    assert result is out
+    expected = reference.circular_pad2d_backward(go, shape, pads)
+    np.testing.assert_array_equal(bits(out), bits(expected))
+
+
+@settings(max_examples=300)
+@given(pad_case())
+def test_matches_torch_autograd(case):
+    torch = pytest.importorskip("torch")
+    dtype, shape, pads, seed, _, _, _ = case
+    if 0 in shape:
+        return
+    go = _grad(shape, pads, dtype, seed, special=False, big=False)  # no float16 overflow
+    x = torch.zeros(shape, dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.pad(x, pads, mode="circular").backward(torch.from_numpy(go.astype(np.float64)))
+    ours = padloss.circular_pad2d_backward(go, np.empty(shape, DTYPES[dtype]), pads).astype(np.float64)
+    # torch sums in float64 here; padloss sums in float32 (float64 for float64) and rounds once.
+    rtol = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-6, "float64": 1e-13}[dtype]
+    scale = np.abs(go.astype(np.float64)).max(initial=0.0) * 4
+    np.testing.assert_allclose(ours, x.grad.numpy(), rtol=rtol, atol=rtol * scale)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_torch_tensors_zero_copy(dtype):
+    torch = pytest.importorskip("torch")
+    tdtype = getattr(torch, dtype)
+    go = torch.randn(2, 3, 10, 12).to(tdtype)
+    x = torch.empty(2, 3, 8, 8, dtype=tdtype)
+    out = torch.empty(2, 3, 8, 8, dtype=tdtype).transpose(2, 3).contiguous().transpose(2, 3)  # strided
+    result = padloss.circular_pad2d_backward(go, x, [2, 2, 1, 1], out=out)
+    assert result is out
+    as_int = torch.int16 if go.element_size() == 2 else torch.int32
+    go_np = go.view(as_int).numpy().view(DTYPES[dtype])
+    expected = reference.circular_pad2d_backward(go_np, tuple(x.shape), [2, 2, 1, 1])
+    np.testing.assert_array_equal(out.view(as_int).numpy(), bits(expected).view(np.dtype(f"i{go.element_size()}")))
+    allocated = padloss.circular_pad2d_backward(go, x, [2, 2, 1, 1])
+    assert isinstance(allocated, torch.Tensor) and allocated.dtype == tdtype
+    assert torch.equal(allocated, out)
+
+
+def test_empty_batch():
+    go = np.ones((0, 2, 6, 7), np.float32)
+    ws, ex = padloss.circular_pad2d_backward_get_workspace_size(
+        go, np.empty((0, 2, 4, 5), np.float32), [1, 1, 1, 1], np.empty((0, 2, 4, 5), np.float32))
+    assert ws == 0
+    assert ex.run().shape == (0, 2, 4, 5)
+    assert padloss.circular_pad2d_backward(go, np.empty((0, 2, 4, 5), np.float32), [1, 1, 1, 1]).shape == (0, 2, 4, 5)
+
+
+_THREADS_SCRIPT = """
+import json, sys, numpy as np, ml_dtypes, numba, padloss
+rng = np.random.default_rng(7)
+digests = {}
+for name, dt in [("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16), ("float32", np.float32)]:
+    go = rng.standard_normal((4, 16, 70, 71)).astype(dt)
+    out = padloss.circular_pad2d_backward(go, np.empty((4, 16, 64, 64), dt), [3, 4, 3, 3])
+    digests[name] = out.view(np.uint16 if out.itemsize == 2 else np.uint32).tolist()
+print(json.dumps({"threads": numba.get_num_threads(), "digests": digests}))
+"""
+
+
+def test_bits_do_not_depend_on_thread_count():
+    runs = {}
+    for n in (1, 2):
+        env = dict(os.environ, NUMBA_NUM_THREADS=str(n))
+        proc = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], env=env, capture_output=True,
+                              text=True, check=True)
+        runs[n] = json.loads(proc.stdout)
+        assert runs[n]["threads"] == n
+    assert runs[1]["digests"] == runs[2]["digests"]
