@@ -104,12 +104,14 @@ def f32_to_f16_bits_rne(x):
 def f32_to_f16_bits_half_away(x):
     """float32 -> float16 bits, ties away from zero (CANN CAST_ROUND): RNE, then fix exact ties.
 
-    If RNE went to the smaller magnitude ``lo`` and x lies exactly midway between ``lo`` and the
-    next float16 ``hi`` away from zero, take ``hi``. ``2|x|`` and ``lo + hi`` are exact in float32
-    (f16 values have 11 bits); when ``hi`` is inf/NaN (r = max, inf or NaN) the test is false.
+    With ``lo`` = |RNE result| and ``hi`` the next float16 away from zero, x exactly midway
+    between them means RNE rounded a tie down: take ``hi``. ``2|x|`` and ``lo + hi`` are exact in
+    float32 (f16 values have 11 bits); ``hi`` inf/NaN (r = max, inf or NaN) never matches.
     """
     x = np.float32(x)
     r = _f32_to_half_bits(x)
+    if _f32_as_u32(x) & np.uint32(0xFFF):
+        return r   # a tie drops >= 13 bits of the form 100..0, so it has 12 zero low bits
     lo = abs(_half_bits_to_f32(r))
     hi = _half_bits_to_f32((r & 0x7FFF) + 1)
     tie = np.float32(2.0) * abs(x) == lo + hi
@@ -124,7 +126,7 @@ def bf16_bits_to_f32(bits):
 
 @_strict
 def _bf16_round(x, bias):
-    """Shared bfloat16 narrowing: add ``bias`` to the float32 bits, keep the top half; NaN stays a quiet NaN.
+    """bfloat16 narrowing: add ``bias`` to the float32 bits, keep the top half; NaN stays quiet NaN.
 
     The ``np.uint32`` wrap keeps the arithmetic 32-bit (numba widens it to 64), so LLVM vectorizes
     with 32-bit lanes; the sum only wraps for NaN patterns, which the select discards.
@@ -138,9 +140,9 @@ def _bf16_round(x, bias):
 
 @_strict
 def f32_to_bf16_bits_rne(x):
-    """float32 -> bfloat16 bits, nearest even; ties go to the even top half via the ``+ lsb`` bias."""
+    """float32 -> bfloat16 bits, nearest even; the ``+ lsb`` in the bias sends ties to even."""
     b = _f32_as_u32(np.float32(x))
-    return _bf16_round(x, np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1)))
+    return _bf16_round(x, 0x7FFF + ((b >> 16) & 1))
 
 
 @_strict
@@ -151,7 +153,7 @@ def f32_to_bf16_bits_half_away(x):
 
 @_strict
 def f64_to_f32_round_odd(x):
-    """float64 -> float32 rounded to odd, so one more rounding to <= 22 bits is a single correct rounding.
+    """float64 -> float32 rounded to odd, so a further rounding to <= 22 bits is correctly rounded.
 
     Inexact results take the neighbour with an odd last bit: truncate toward zero (undo RNE's
     round-up), then set the last bit. Overflow gives +-FLT_MAX (odd), which still narrows to inf.
@@ -197,7 +199,7 @@ def load(kind, x):
 
 
 def store_nearest_even(kind, v):
-    """Narrow a float32/float64 compute value to ``kind``'s storage, nearest even, single rounding."""
+    """Narrow a float32/float64 value to ``kind``'s storage: nearest even, single rounding."""
     return _store_nearest_even_py(kind, v)
 
 
@@ -207,7 +209,8 @@ def store_half_away(kind, v):
 
 
 def _literal_kind(kind):
-    if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in (F16, BF16, F32, F64):
+    literal = isinstance(kind, types.IntegerLiteral)
+    if not literal or kind.literal_value not in (F16, BF16, F32, F64):
         raise errors.TypingError(
             f"kind must be a literal storage code 0..3 (use numba.literally(kind)), got {kind}"
         )
