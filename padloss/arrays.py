@@ -50,16 +50,21 @@ def _is_torch_tensor(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
+_dtype_names: dict[np.dtype, str] = {}   # dtype.name is slow (computed in Python each time)
+
+
 def _numpy_meta(op: str, name: str, arr: np.ndarray) -> TensorMeta:
-    itemsize = arr.itemsize
-    strides = []
-    for s in arr.strides:
-        q, r = divmod(s, itemsize)
-        if r:
-            raise invalid_argument(op, name, f"strides {arr.strides} (bytes) are not multiples of "
-                                             f"the item size {itemsize}")
-        strides.append(q)
-    return TensorMeta(arr.dtype.name, arr.shape, tuple(strides))
+    dtype = arr.dtype
+    dtype_name = _dtype_names.get(dtype)
+    if dtype_name is None:
+        dtype_name = _dtype_names.setdefault(dtype, dtype.name)
+    itemsize = dtype.itemsize
+    byte_strides = arr.strides
+    strides = tuple([s // itemsize for s in byte_strides])
+    if any([s % itemsize for s in byte_strides]):
+        raise invalid_argument(op, name, f"strides {byte_strides} (bytes) are not multiples of "
+                                         f"the item size {itemsize}")
+    return TensorMeta(dtype_name, arr.shape, strides)
 
 
 def _torch_cpu_view(op: str, name: str, t: Any) -> np.ndarray:

@@ -22,34 +22,60 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .convert import F64, F32, load, store_half_away
+from .convert import F64, F32, load, store_half_away, store_nearest_even
+
+# The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
+# hardware: a finding there is a change of this one line (and reference.pad_final_round).
+final_round = store_half_away
+
+
+@njit(inline="always")
+def _sum1(dst, a, src_kind, out_kind):
+    if src_kind == out_kind:
+        # One term read straight from storage is representable: every rounding
+        # mode returns it unchanged, and nearest-even is the cheapest cast.
+        for i in range(dst.shape[0]):
+            dst[i] = store_nearest_even(out_kind, load(src_kind, a[i]))
+    else:
+        for i in range(dst.shape[0]):
+            dst[i] = final_round(out_kind, load(src_kind, a[i]))
+
+
+@njit(inline="always")
+def _sum2(dst, a, b, src_kind, out_kind):
+    for i in range(dst.shape[0]):
+        dst[i] = final_round(out_kind, load(src_kind, a[i]) + load(src_kind, b[i]))
+
+
+@njit(inline="always")
+def _sum3(dst, a, b, c, src_kind, out_kind):
+    for i in range(dst.shape[0]):
+        dst[i] = final_round(out_kind, (load(src_kind, a[i]) + load(src_kind, b[i]))
+                                 + load(src_kind, c[i]))
+
 
 @njit(inline="always")
 def _fold_columns(src, src_kind, out, out_kind, crop, kept, before, after):
-    """out[crop + c] = (src[before+c] + src[before+c-kept]) + src[before+c+kept],
-    each wrapped term only where it exists; cropped columns get 0."""
-    zero = store_half_away(out_kind, load(F32, np.float32(0.0)))
-    for w in range(crop):
-        out[w] = zero
-    for w in range(crop + kept, out.shape[0]):
-        out[w] = zero
-    # Segment bounds: right-wrap columns are c < after, left-wrap ones c >= kept - before.
-    right_end = min(after, kept)
-    left_start = max(kept - before, 0)
-    plain_lo = right_end
-    plain_hi = max(left_start, right_end)
-    for c in range(0, min(right_end, left_start)):          # right wrap only
-        out[crop + c] = store_half_away(out_kind, load(src_kind, src[before + c])
-                                        + load(src_kind, src[before + c + kept]))
-    for c in range(plain_lo, plain_hi):                       # centre only: the copy
-        out[crop + c] = store_half_away(out_kind, load(src_kind, src[before + c]))
-    for c in range(left_start, right_end):                    # both wraps
-        out[crop + c] = store_half_away(out_kind, (load(src_kind, src[before + c])
-                                                   + load(src_kind, src[before + c - kept]))
-                                        + load(src_kind, src[before + c + kept]))
-    for c in range(max(left_start, right_end), kept):         # left wrap only
-        out[crop + c] = store_half_away(out_kind, load(src_kind, src[before + c])
-                                        + load(src_kind, src[before + c - kept]))
+    """out[crop + c] = (src[before+c] + src[before+c-kept]) + src[before+c+kept] for the kept
+    columns, each wrapped term only where it exists; cropped columns get 0.
+
+    Loops run over aligned slices from index 0 so that LLVM sees plain streams
+    (no negative-index wraparound to check) and vectorises them.
+    """
+    out[:crop] = final_round(out_kind, np.float32(0.0))
+    out[crop + kept:] = final_round(out_kind, np.float32(0.0))
+    dst = out[crop:crop + kept]
+    centre = src[before:before + kept]
+    left = src[:before]                       # wraps onto columns kept-before .. kept-1
+    right = src[before + kept:]               # wraps onto columns 0 .. after-1
+    left_start = kept - before
+    lo, hi = min(after, left_start), max(after, left_start)
+    _sum2(dst[:lo], centre[:lo], right[:lo], src_kind, out_kind)            # right wrap only
+    if after <= left_start:
+        _sum1(dst[lo:hi], centre[lo:hi], src_kind, out_kind)                # centre only: the copy
+    else:
+        _sum3(dst[lo:hi], centre[lo:hi], left[:hi - lo], right[lo:hi], src_kind, out_kind)  # both
+    _sum2(dst[hi:], centre[hi:], left[hi - left_start:], src_kind, out_kind)  # left wrap only
 
 
 def make_kernel(kind: int, parallel: bool):
@@ -70,7 +96,7 @@ def make_kernel(kind: int, parallel: bool):
         n_planes, n_chan, height = gi.shape[0], gi.shape[1], gi.shape[2]
         rows = n_planes * n_chan * height
         chunks = min(rows, chunks) if parallel else 1
-        zero = store_half_away(kind, load(F32, np.float32(0.0)))
+        zero = final_round(kind, np.float32(0.0))
         for chunk in prange(chunks):
             acc = np.empty(go.shape[3], acc_dtype)
             for row in range(chunk * rows // chunks, (chunk + 1) * rows // chunks):
@@ -85,16 +111,15 @@ def make_kernel(kind: int, parallel: bool):
                 centre = h_before + c
                 has_top = c >= h_kept - h_before
                 has_bottom = c < h_after
-                if not (has_top or has_bottom):
+                if has_top and has_bottom:
+                    _sum3(acc, src[centre], src[centre - h_kept], src[centre + h_kept], kind, acc_kind)
+                elif has_top:
+                    _sum2(acc, src[centre], src[centre - h_kept], kind, acc_kind)
+                elif has_bottom:
+                    _sum2(acc, src[centre], src[centre + h_kept], kind, acc_kind)
+                else:   # no wrapped partner: fold the gradOutput row directly
                     _fold_columns(src[centre], kind, out, kind, w_crop, w_kept, w_before, w_after)
                     continue
-                for j in range(acc.shape[0]):
-                    v = load(kind, src[centre, j])
-                    if has_top:
-                        v = v + load(kind, src[centre - h_kept, j])
-                    if has_bottom:
-                        v = v + load(kind, src[centre + h_kept, j])
-                    acc[j] = v
                 _fold_columns(acc, acc_kind, out, kind, w_crop, w_kept, w_before, w_after)
 
     return njit(parallel=parallel, cache=True, nogil=True)(kernel)
