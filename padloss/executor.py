@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from .arrays import Tensor, as_tensor, overlaps
 from .backend import Backend, Plan
 from .dispatch import select_backend
@@ -64,13 +66,15 @@ class Executor:
         """The names ``run()`` accepts for new buffers (output last)."""
         return self._names
 
-    def run(self, workspace: Any = None, stream: Any = None, **buffers: Any) -> Any:
+    def run(self, /, workspace: Any = None, stream: Any = None, **buffers: Any) -> Any:
         """Launch the plan; keyword buffers replace the bound ones for this run
-        and later runs. Nothing is written unless every check passes."""
+        and later runs (``self`` is positional-only, so a buffer may be named
+        ``self``, as l1_loss_backward's is). Nothing is written unless every
+        check passes."""
         tensors = self._rebind(buffers) if buffers else self._tensors
         size = self._plan.workspace_size
         if size:
-            self._check_workspace(workspace, size)
+            workspace = self._workspace(workspace, size)
         self._plan.run(tuple(t.native for t in tensors), workspace, stream)
         self._tensors = tensors
         return tensors[-1].original
@@ -94,15 +98,26 @@ class Executor:
         check_output_overlap(op, self._names, tensors)
         return tuple(tensors)
 
-    def _check_workspace(self, workspace: Any, size: int) -> None:
+    def _workspace(self, workspace: Any, size: int) -> Any:
+        """The scratch buffer for one run, as the plan wants it: CPU plans take a
+        flat uint8 NumPy view. None means "allocate one for this run" (CPU only;
+        a device plan's caller passes device memory, as with aclnn)."""
         op = self.problem.op
+        if self.problem.device_type != "cpu":
+            if workspace is None:
+                raise null_argument(op, "workspace")
+            return workspace
         if workspace is None:
-            raise null_argument(op, "workspace")
-        nbytes = getattr(workspace, "nbytes", None)
-        if nbytes is None and hasattr(workspace, "numel"):
-            nbytes = workspace.numel() * workspace.element_size()
-        if nbytes is None or nbytes < size:
-            raise invalid_argument(op, "workspace", f"holds {nbytes} bytes; this plan needs {size}")
+            return np.empty(size, np.uint8)
+        t = as_tensor(op, "workspace", workspace, writable=True)
+        if t.device != "cpu" or not t.native.flags.c_contiguous:
+            raise invalid_argument(op, "workspace", "must be a C-contiguous buffer in CPU memory")
+        flat = t.native.reshape(-1).view(np.uint8)
+        if flat.nbytes < size:
+            raise invalid_argument(op, "workspace", f"holds {flat.nbytes} bytes; this plan needs {size}")
+        if flat.ctypes.data % 8:
+            raise invalid_argument(op, "workspace", "must be 8-byte aligned")
+        return flat
 
     def __repr__(self) -> str:
         backend = self.backend.name if self.backend is not None else None

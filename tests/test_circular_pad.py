@@ -42,9 +42,15 @@ def test_two_phase_form_and_repeat_runs():
     go = rng.standard_normal((2, 3, 8, 9)).astype(np.float32)
     gi = np.full((2, 3, 6, 5), np.nan, np.float32)
     ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, gi, (2, 2, 1, 1), gi)
-    assert ws == 0 and ex.workspace_size == 0
+    assert ws == ex.workspace_size == 9 * 4  # one float32 row buffer of W' = 9 (serial: tiny problem)
     assert np.isnan(gi).all()              # phase 1 writes nothing
-    assert ex.run() is gi
+    with pytest.raises(padloss.InvalidArgumentError, match="holds 35 bytes; this plan needs 36"):
+        ex.run(workspace=np.empty(35, np.uint8))
+    assert np.isnan(gi).all()
+    assert ex.run(workspace=np.empty(ws, np.uint8)) is gi
+    np.testing.assert_array_equal(bits(gi), bits(reference.circular_pad2d_backward(go, gi.shape, (2, 2, 1, 1))))
+    gi[...] = np.nan
+    assert ex.run() is gi                  # workspace=None: allocated for the run
     expected = reference.circular_pad2d_backward(go, gi.shape, (2, 2, 1, 1))
     np.testing.assert_array_equal(bits(gi), bits(expected))
     go2 = rng.standard_normal(go.shape).astype(np.float32)

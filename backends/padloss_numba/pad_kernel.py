@@ -1,17 +1,25 @@
-"""The circular-pad backward kernel: one source for every dtype, row by row.
+"""The circular-pad backward kernel: one source for every dtype, block by block.
 
-Gather formulation: each gradInput row is produced by exactly one thread from
-the gradOutput rows that wrap onto it, so there are no atomics and the bits
-do not depend on the thread count. Per row, in the spec's order:
+Gather formulation: each gradInput element is produced by exactly one thread
+from the gradOutput elements that wrap onto it, so there are no atomics and
+the bits do not depend on the thread count. In the spec's order:
 
 1. rows: ``(centre + top_wrap) + bottom_wrap`` over every gradOutput column,
-   into a per-thread float32 (float64) row buffer; a row with no wrapped
-   partner skips the buffer and reads gradOutput directly (the common case:
-   a plain copy with conversion);
+   into a per-thread float32 (float64) row buffer. Rows with no wrapped
+   partner (nearly all of them) skip the buffer and read gradOutput directly:
+   a plain copy with conversion;
 2. columns: ``(centre + left_wrap) + right_wrap``, then one rounding to the
-   storage dtype (half away from zero, spec's CAST_ROUND).
+   storage dtype (``final_round``: half away from zero, CANN's CAST_ROUND).
 
 Terms that do not exist are skipped, never added as zero (so -0.0 survives).
+Loops index 2-D planes with (row, unsigned column) pairs: Numba then skips
+its negative-index wraparound check on the column and LLVM sees plain streams
+that it vectorises. Kernels are compiled without Numba's reference-counting
+runtime (``_nrt=False``): with it, every view handed to an inlined helper paid
+atomic reference-count updates, ~50 ns a row, which dominated small tensors.
+So the kernel allocates nothing; its row buffers come from the caller's
+workspace (``workspace_rows`` of them, ``W'`` elements each).
+
 ``make_kernel(kind, parallel)`` instantiates the source for one storage kind
 (float16/bfloat16 arrive as uint16 bits) and one threading mode; ``kind`` and
 ``parallel`` are closure constants, which Numba folds and keys its on-disk
@@ -22,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .convert import F64, F32, load, store_half_away, store_nearest_even
+from .convert import F32, F64, load, store_half_away, store_nearest_even
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
 # hardware: a finding there is a change of this one line (and reference.pad_final_round).
@@ -30,96 +38,112 @@ final_round = store_half_away
 
 
 @njit(inline="always")
-def _sum1(dst, a, src_kind, out_kind):
+def _fill_zero(dst, r, start, n, out_kind):
+    """dst[r, start:start+n] = +0.0 (cropped positions)."""
+    zero = final_round(out_kind, np.float32(0.0))
+    for i in range(n):
+        dst[r, np.uint64(start + i)] = zero
+
+
+@njit(inline="always")
+def _sum1(dst, r, d, a, ra, ia, n, src_kind, out_kind):
+    """dst[r, d+i] = a[ra, ia+i] for i < n, converted and rounded."""
     if src_kind == out_kind:
         # One term read straight from storage is representable: every rounding
         # mode returns it unchanged, and nearest-even is the cheapest cast.
-        for i in range(dst.shape[0]):
-            dst[i] = store_nearest_even(out_kind, load(src_kind, a[i]))
+        for i in range(n):
+            dst[r, np.uint64(d + i)] = store_nearest_even(out_kind, load(src_kind, a[ra, np.uint64(ia + i)]))
     else:
-        for i in range(dst.shape[0]):
-            dst[i] = final_round(out_kind, load(src_kind, a[i]))
+        for i in range(n):
+            dst[r, np.uint64(d + i)] = final_round(out_kind, load(src_kind, a[ra, np.uint64(ia + i)]))
 
 
 @njit(inline="always")
-def _sum2(dst, a, b, src_kind, out_kind):
-    for i in range(dst.shape[0]):
-        dst[i] = final_round(out_kind, load(src_kind, a[i]) + load(src_kind, b[i]))
+def _sum2(dst, r, d, a, ra, ia, b, rb, ib, n, src_kind, out_kind):
+    """dst[r, d+i] = a[ra, ia+i] + b[rb, ib+i] for i < n, rounded once."""
+    for i in range(n):
+        dst[r, np.uint64(d + i)] = final_round(out_kind, load(src_kind, a[ra, np.uint64(ia + i)])
+                                               + load(src_kind, b[rb, np.uint64(ib + i)]))
 
 
 @njit(inline="always")
-def _sum3(dst, a, b, c, src_kind, out_kind):
-    for i in range(dst.shape[0]):
-        dst[i] = final_round(out_kind, (load(src_kind, a[i]) + load(src_kind, b[i]))
-                                 + load(src_kind, c[i]))
+def _sum3(dst, r, d, a, ra, ia, b, rb, ib, c, rc, ic, n, src_kind, out_kind):
+    """dst[r, d+i] = (a[ra, ia+i] + b[rb, ib+i]) + c[rc, ic+i] for i < n, rounded once."""
+    for i in range(n):
+        dst[r, np.uint64(d + i)] = final_round(out_kind, (load(src_kind, a[ra, np.uint64(ia + i)])
+                                                          + load(src_kind, b[rb, np.uint64(ib + i)]))
+                                               + load(src_kind, c[rc, np.uint64(ic + i)]))
 
 
 @njit(inline="always")
-def _fold_columns(src, src_kind, out, out_kind, crop, kept, before, after):
-    """out[crop + c] = (src[before+c] + src[before+c-kept]) + src[before+c+kept] for the kept
-    columns, each wrapped term only where it exists; cropped columns get 0.
+def _fold_columns(src, k, src_kind, out, h, out_kind, crop, kept, before, after):
+    """out[h, crop + c] = (src[k, before+c] + src[k, before+c-kept]) + src[k, before+c+kept]
+    over the kept columns c, each wrapped term only where it exists; cropped columns get 0.
 
-    Loops run over aligned slices from index 0 so that LLVM sees plain streams
-    (no negative-index wraparound to check) and vectorises them.
+    Column c takes the right band's src[k, before+kept+c] when c < after, and the
+    left band's src[k, c-(kept-before)] when c >= kept - before.
     """
-    out[:crop] = final_round(out_kind, np.float32(0.0))
-    out[crop + kept:] = final_round(out_kind, np.float32(0.0))
-    dst = out[crop:crop + kept]
-    centre = src[before:before + kept]
-    left = src[:before]                       # wraps onto columns kept-before .. kept-1
-    right = src[before + kept:]               # wraps onto columns 0 .. after-1
+    _fill_zero(out, h, 0, crop, out_kind)
+    _fill_zero(out, h, crop + kept, out.shape[1] - crop - kept, out_kind)
     left_start = kept - before
     lo, hi = min(after, left_start), max(after, left_start)
-    _sum2(dst[:lo], centre[:lo], right[:lo], src_kind, out_kind)            # right wrap only
-    if after <= left_start:
-        _sum1(dst[lo:hi], centre[lo:hi], src_kind, out_kind)                # centre only: the copy
-    else:
-        _sum3(dst[lo:hi], centre[lo:hi], left[:hi - lo], right[lo:hi], src_kind, out_kind)  # both
-    _sum2(dst[hi:], centre[hi:], left[hi - left_start:], src_kind, out_kind)  # left wrap only
+    right = before + kept
+    _sum2(out, h, crop, src, k, before, src, k, right, lo, src_kind, out_kind)            # right wrap only
+    if after <= left_start:                                                                # centre: the copy
+        _sum1(out, h, crop + lo, src, k, before + lo, hi - lo, src_kind, out_kind)
+    else:                                                                                  # both wraps
+        _sum3(out, h, crop + lo, src, k, before + lo, src, k, lo - left_start, src, k, right + lo,
+              hi - lo, src_kind, out_kind)
+    _sum2(out, h, crop + hi, src, k, before + hi, src, k, hi - left_start, kept - hi,     # left wrap only
+          src_kind, out_kind)
 
 
 def make_kernel(kind: int, parallel: bool):
-    """Compile-on-first-call kernel ``kernel(grad_output, grad_input, h_axis, w_axis, chunks)``.
+    """Compile-on-first-call kernel ``kernel(grad_output, grad_input, h_axis, w_axis, rows_buffer)``.
 
     Arrays are 4-D (N, C, H', W') and (N, C, H, W); an axis is the tuple
-    (crop, kept, before, after) of padloss.geometry.CircularAxis; ``chunks``
-    is how many pieces the rows are split into for the threads (the serial
-    twin always runs one). The thread count is read by the caller, not here:
-    reading it inside a kernel makes Numba refuse to cache it on disk.
+    (crop, kept, before, after) of padloss.geometry.CircularAxis;
+    ``rows_buffer`` is (chunks, W') of ``accumulator_dtype(kind)``: one row
+    buffer for each piece the rows are split into for the threads (the serial
+    twin uses one). The thread count is read by the caller, not here: reading
+    it inside a kernel makes Numba refuse to cache it on disk.
     """
     acc_kind = F64 if kind == F64 else F32
-    acc_dtype = np.float64 if kind == F64 else np.float32
 
-    def kernel(go, gi, h_axis, w_axis, chunks):
+    def kernel(go, gi, h_axis, w_axis, rows_buffer):
         h_crop, h_kept, h_before, h_after = h_axis
         w_crop, w_kept, w_before, w_after = w_axis
-        n_planes, n_chan, height = gi.shape[0], gi.shape[1], gi.shape[2]
-        rows = n_planes * n_chan * height
-        chunks = min(rows, chunks) if parallel else 1
-        zero = final_round(kind, np.float32(0.0))
+        n_chan, height, width = gi.shape[1], gi.shape[2], go.shape[3]
+        rows = gi.shape[0] * n_chan * height
+        chunks = min(rows, rows_buffer.shape[0]) if parallel else 1
         for chunk in prange(chunks):
-            acc = np.empty(go.shape[3], acc_dtype)
-            for row in range(chunk * rows // chunks, (chunk + 1) * rows // chunks):
-                plane, h = divmod(row, height)
+            acc = rows_buffer[chunk:chunk + 1]
+            first, end = chunk * rows // chunks, (chunk + 1) * rows // chunks
+            for plane in range(first // height, (end + height - 1) // height):
                 n, ch = divmod(plane, n_chan)
-                out = gi[n, ch, h]
-                c = h - h_crop
-                if c < 0 or c >= h_kept:                      # cropped row
-                    out[:] = zero
-                    continue
-                src = go[n, ch]
-                centre = h_before + c
-                has_top = c >= h_kept - h_before
-                has_bottom = c < h_after
-                if has_top and has_bottom:
-                    _sum3(acc, src[centre], src[centre - h_kept], src[centre + h_kept], kind, acc_kind)
-                elif has_top:
-                    _sum2(acc, src[centre], src[centre - h_kept], kind, acc_kind)
-                elif has_bottom:
-                    _sum2(acc, src[centre], src[centre + h_kept], kind, acc_kind)
-                else:   # no wrapped partner: fold the gradOutput row directly
-                    _fold_columns(src[centre], kind, out, kind, w_crop, w_kept, w_before, w_after)
-                    continue
-                _fold_columns(acc, acc_kind, out, kind, w_crop, w_kept, w_before, w_after)
+                src, out = go[n, ch], gi[n, ch]               # one view per plane, not per row
+                for h in range(max(first - plane * height, 0), min(end - plane * height, height)):
+                    c = h - h_crop
+                    if c < 0 or c >= h_kept:                   # a cropped row
+                        _fill_zero(out, h, 0, out.shape[1], kind)
+                        continue
+                    k = h_before + c                           # its centre row in gradOutput
+                    if c < h_after:                            # the bottom band wraps onto it
+                        if c >= h_kept - h_before:             # and the top band too
+                            _sum3(acc, 0, 0, src, k, 0, src, k - h_kept, 0, src, k + h_kept, 0, width,
+                                  kind, acc_kind)
+                        else:
+                            _sum2(acc, 0, 0, src, k, 0, src, k + h_kept, 0, width, kind, acc_kind)
+                    elif c >= h_kept - h_before:               # only the top band
+                        _sum2(acc, 0, 0, src, k, 0, src, k - h_kept, 0, width, kind, acc_kind)
+                    else:                                      # no partner: fold gradOutput's row directly
+                        _fold_columns(src, k, kind, out, h, kind, w_crop, w_kept, w_before, w_after)
+                        continue
+                    _fold_columns(acc, 0, acc_kind, out, h, kind, w_crop, w_kept, w_before, w_after)
 
-    return njit(parallel=parallel, cache=True, nogil=True)(kernel)
+    return njit(parallel=parallel, cache=True, nogil=True, _nrt=False)(kernel)
+
+
+def accumulator_dtype(kind: int):
+    """The float type sums are made in: float64 for float64 storage, else float32."""
+    return np.float64 if kind == F64 else np.float32

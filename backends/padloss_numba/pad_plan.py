@@ -10,18 +10,20 @@ from padloss.problem import Problem
 
 from .convert import STORAGE_CODE
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
-from .pad_kernel import make_kernel
+from .pad_kernel import accumulator_dtype, make_kernel
 
 _kernel = functools.lru_cache(maxsize=None)(make_kernel)
 
-# Row chunks per thread: enough to balance uneven rows (band rows cost ~3x a copy).
+# Row chunks per thread: enough to balance uneven chunks (band rows cost ~3x a copy).
 CHUNKS_PER_THREAD = 4
 
 
 class CircularPadPlan:
-    """Geometry and kernel for one Problem; ``run`` views the buffers and launches."""
+    """Geometry and kernel for one Problem; ``run`` views the buffers and launches.
 
-    workspace_size = 0   # row buffers are per-thread and tiny; no caller scratch needed
+    The workspace holds one float32 (float64) row buffer of W' elements per
+    chunk of rows: the sums of wrapped rows, before the column fold.
+    """
 
     def __init__(self, problem: Problem, threads: int):
         grad_output, grad_input = problem.tensors
@@ -35,18 +37,22 @@ class CircularPadPlan:
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
         self._kernel = _kernel(kind, self._parallel)
-        self._chunks = CHUNKS_PER_THREAD * threads
+        self._acc_dtype = np.dtype(accumulator_dtype(kind))
+        rows = CHUNKS_PER_THREAD * threads if self._parallel else 1
+        self._rows_shape = (rows, w.padded)
+        self.workspace_size = rows * w.padded * self._acc_dtype.itemsize
 
-    def run(self, buffers: tuple, workspace, stream) -> None:
+    def run(self, buffers: tuple, workspace: np.ndarray, stream) -> None:
         go, gi = buffers
         if self._as_bits:
             go, gi = go.view(np.uint16), gi.view(np.uint16)
         if self._rank3:
             go, gi = go[None], gi[None]
+        rows = workspace[:self.workspace_size].view(self._acc_dtype).reshape(self._rows_shape)
         if self._parallel:
-            launch_parallel(self._kernel, go, gi, self._h, self._w, self._chunks)
+            launch_parallel(self._kernel, go, gi, self._h, self._w, rows)
         else:
-            self._kernel(go, gi, self._h, self._w, 1)
+            self._kernel(go, gi, self._h, self._w, rows)
 
 
 def compile_circular_pad2d_backward(problem: Problem, threads: int) -> CircularPadPlan:
