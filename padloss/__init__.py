@@ -11,6 +11,7 @@ from .circular_pad import circular_pad2d_backward, circular_pad2d_backward_get_w
 from .dispatch import BackendInfo, available_backends, use_backend
 from .errors import BackendError, InvalidArgumentError, NullArgumentError, PadlossError, Status
 from .executor import Executor
+from .l1_loss import l1_loss_backward, l1_loss_backward_get_workspace_size
 from .plan_cache import plan_cache
 
 __version__ = "0.1.0"
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backend", "BackendError", "BackendInfo", "Executor", "InvalidArgumentError",
     "NullArgumentError", "PadlossError", "Status", "__version__", "available_backends",
-    "circular_pad2d_backward", "circular_pad2d_backward_get_workspace_size", "plan_cache",
+    "circular_pad2d_backward", "circular_pad2d_backward_get_workspace_size",
+    "l1_loss_backward", "l1_loss_backward_get_workspace_size", "plan_cache",
     "use_backend",
 ]

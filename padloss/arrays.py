@@ -36,6 +36,9 @@ class TensorMeta(NamedTuple):
         return n
 
 
+_make_meta = TensorMeta._make   # skips NamedTuple.__new__'s argument parsing on the hot path
+
+
 class Tensor(NamedTuple):
     """A user argument as padloss sees it."""
 
@@ -43,6 +46,9 @@ class Tensor(NamedTuple):
     device: str          # "cpu", "cuda:0", "npu:0", ...
     native: Any          # NumPy view for CPU data, the torch tensor for device data
     original: Any        # what the user passed (returned back as the result)
+
+
+_make_tensor = Tensor._make
 
 
 def _is_torch_tensor(obj: Any) -> bool:
@@ -61,10 +67,11 @@ def _numpy_meta(op: str, name: str, arr: np.ndarray) -> TensorMeta:
     itemsize = dtype.itemsize
     byte_strides = arr.strides
     strides = tuple([s // itemsize for s in byte_strides])
-    if any([s % itemsize for s in byte_strides]):
+    # Floor division leaves remainders >= 0, so the sums agree only if all are 0.
+    if sum(byte_strides) != itemsize * sum(strides):
         raise invalid_argument(op, name, f"strides {byte_strides} (bytes) are not multiples of "
                                          f"the item size {itemsize}")
-    return TensorMeta(dtype_name, arr.shape, strides)
+    return _make_meta((dtype_name, arr.shape, strides))
 
 
 def _torch_cpu_view(op: str, name: str, t: Any) -> np.ndarray:
@@ -103,7 +110,17 @@ def as_tensor(op: str, name: str, obj: Any, *, writable: bool = False) -> Tensor
                                          f"not {type(obj).__name__}")
     if writable and not arr.flags.writeable:
         raise invalid_argument(op, name, "is read-only; the output must be writable")
-    return Tensor(_numpy_meta(op, name, arr), "cpu", arr, obj)
+    return _make_tensor((_numpy_meta(op, name, arr), "cpu", arr, obj))
+
+
+def shape_and_dtype(op: str, name: str, obj: Any) -> tuple[tuple[int, ...], str]:
+    """Just the shape and dtype name of an argument whose data is never read."""
+    if type(obj) is np.ndarray:
+        dtype_name = _dtype_names.get(obj.dtype)
+        if dtype_name is not None:
+            return obj.shape, dtype_name
+    meta = as_tensor(op, name, obj).meta
+    return meta.shape, meta.dtype
 
 
 def empty_like_output(template: Tensor, shape: tuple[int, ...], dtype: str) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .arrays import Tensor, as_tensor, empty_like_output
+from .arrays import Tensor, as_tensor, empty_like_output, shape_and_dtype
 from .errors import invalid_argument, null_argument
 from .executor import Executor, check_output_overlap, make_executor
 from .geometry import axis_rule_violation
@@ -41,16 +41,16 @@ def _padding(padding: Any) -> tuple[int, int, int, int]:
     return tuple(pads)
 
 
-def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> tuple[Tensor, Tensor, tuple]:
-    """Check grad_output, self and padding; return them adapted."""
+def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> tuple[Tensor, tuple, str, tuple]:
+    """Check grad_output, self and padding; return grad_output adapted, self's
+    shape and dtype (its data is never read), and the pads."""
     if grad_output is None:
         raise null_argument(OP, "grad_output")
     if self is None:
         raise null_argument(OP, "self")
     pads = _padding(padding)
     go = as_tensor(OP, "grad_output", grad_output)
-    x = as_tensor(OP, "self", self)
-    dtype, shape = x.meta.dtype, x.meta.shape
+    shape, dtype = shape_and_dtype(OP, "self", self)
     if dtype not in DTYPES:
         raise invalid_argument(OP, "self", f"dtype {dtype} is not supported; expected one of "
                                            f"{', '.join(DTYPES)}")
@@ -75,18 +75,16 @@ def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> tuple[Tensor,
     if go.meta.shape != expected:
         raise invalid_argument(OP, "grad_output", f"shape {go.meta.shape} must be {expected}: self's "
                                                   f"leading dims, then H + top + bottom, W + left + right")
-    return go, x, pads
+    return go, shape, dtype, pads
 
 
-def _validate_output(grad_input: Any, go: Tensor, x: Tensor, name: str) -> Tensor:
+def _validate_output(grad_input: Any, go: Tensor, shape: tuple, dtype: str, name: str) -> Tensor:
     """Check the output, called ``name`` ("grad_input", or "out" in the one-shot call)."""
     gi = as_tensor(OP, name, grad_input, writable=True)
-    if gi.meta.dtype != x.meta.dtype:
-        raise invalid_argument(OP, name, f"dtype {gi.meta.dtype} must equal self's dtype "
-                                         f"{x.meta.dtype}")
-    if gi.meta.shape != x.meta.shape:
-        raise invalid_argument(OP, name, f"shape {gi.meta.shape} must equal self's shape "
-                                         f"{x.meta.shape}")
+    if gi.meta.dtype != dtype:
+        raise invalid_argument(OP, name, f"dtype {gi.meta.dtype} must equal self's dtype {dtype}")
+    if gi.meta.shape != shape:
+        raise invalid_argument(OP, name, f"shape {gi.meta.shape} must equal self's shape {shape}")
     if gi.device != go.device:
         raise invalid_argument(OP, name, f"is on {gi.device} but grad_output is on {go.device}")
     check_output_overlap(OP, ("grad_output", name), (go, gi))
@@ -107,10 +105,10 @@ def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padd
     it may be run again, with new buffers of the same metadata passed as
     ``run(grad_output=..., grad_input=...)``.
     """
-    go, x, pads = _validate_inputs(grad_output, self, padding)
+    go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
     if grad_input is None:
         raise null_argument(OP, "grad_input")
-    executor = _executor(go, _validate_output(grad_input, go, x, "grad_input"), pads, backend)
+    executor = _executor(go, _validate_output(grad_input, go, shape, dtype, "grad_input"), pads, backend)
     return executor.workspace_size, executor
 
 
@@ -124,7 +122,7 @@ def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: A
     same kind as ``grad_output``. float16/bfloat16 are summed in float32 and
     rounded once, half away from zero, as the Ascend kernel does.
     """
-    go, x, pads = _validate_inputs(grad_output, self, padding)
+    go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
     if out is None:
-        out = empty_like_output(go, x.meta.shape, x.meta.dtype)
-    return _executor(go, _validate_output(out, go, x, "out"), pads, backend).run()
+        out = empty_like_output(go, shape, dtype)
+    return _executor(go, _validate_output(out, go, shape, dtype, "out"), pads, backend).run()

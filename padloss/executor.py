@@ -47,7 +47,7 @@ class Executor:
     """A plan bound to buffers. ``workspace_size`` is the scratch the plan needs
     (bytes; 0 means none). ``run()`` returns the output the caller passed."""
 
-    __slots__ = ("problem", "backend", "_plan", "_names", "_tensors")
+    __slots__ = ("problem", "backend", "_plan", "_names", "_tensors", "_natives")
 
     def __init__(self, problem: Problem, backend: Backend | None, plan: Plan,
                  names: tuple[str, ...], tensors: tuple[Tensor, ...]):
@@ -55,7 +55,11 @@ class Executor:
         self.backend = backend
         self._plan = plan
         self._names = names
+        self._bind(tensors)
+
+    def _bind(self, tensors: tuple[Tensor, ...]) -> None:
         self._tensors = tensors
+        self._natives = tuple([t.native for t in tensors])   # what plans compute on
 
     @property
     def workspace_size(self) -> int:
@@ -71,13 +75,14 @@ class Executor:
         and later runs (``self`` is positional-only, so a buffer may be named
         ``self``, as l1_loss_backward's is). Nothing is written unless every
         check passes."""
-        tensors = self._rebind(buffers) if buffers else self._tensors
+        tensors = self._rebind(buffers) if buffers else None
         size = self._plan.workspace_size
         if size:
             workspace = self._workspace(workspace, size)
-        self._plan.run(tuple(t.native for t in tensors), workspace, stream)
-        self._tensors = tensors
-        return tensors[-1].original
+        if tensors is not None:
+            self._bind(tensors)
+        self._plan.run(self._natives, workspace, stream)
+        return self._tensors[-1].original
 
     def _rebind(self, buffers: dict[str, Any]) -> tuple[Tensor, ...]:
         op = self.problem.op
@@ -102,21 +107,23 @@ class Executor:
         """The scratch buffer for one run, as the plan wants it: CPU plans take a
         flat uint8 NumPy view. None means "allocate one for this run" (CPU only;
         a device plan's caller passes device memory, as with aclnn)."""
-        op = self.problem.op
-        if self.problem.device_type != "cpu":
-            if workspace is None:
-                raise null_argument(op, "workspace")
-            return workspace
         if workspace is None:
-            return np.empty(size, np.uint8)
-        t = as_tensor(op, "workspace", workspace, writable=True)
-        if t.device != "cpu" or not t.native.flags.c_contiguous:
-            raise invalid_argument(op, "workspace", "must be a C-contiguous buffer in CPU memory")
-        flat = t.native.reshape(-1).view(np.uint8)
+            if self._tensors[-1].device == "cpu":
+                return np.empty(size, np.uint8)
+            raise null_argument(self.problem.op, "workspace")
+        if self._tensors[-1].device != "cpu":
+            return workspace
+        op = self.problem.op
+        if type(workspace) is np.ndarray and workspace.dtype == np.uint8 and workspace.ndim == 1:
+            flat = workspace                       # the common case, checked cheaply
+        else:
+            flat = as_tensor(op, "workspace", workspace, writable=True).native
+        if not flat.flags.c_contiguous or not flat.flags.writeable:
+            raise invalid_argument(op, "workspace", "must be a writable, contiguous buffer in CPU "
+                                                    "memory (e.g. numpy.empty(size, numpy.uint8))")
+        flat = flat.reshape(-1).view(np.uint8)
         if flat.nbytes < size:
             raise invalid_argument(op, "workspace", f"holds {flat.nbytes} bytes; this plan needs {size}")
-        if flat.ctypes.data % 8:
-            raise invalid_argument(op, "workspace", "must be 8-byte aligned")
         return flat
 
     def __repr__(self) -> str:

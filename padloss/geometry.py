@@ -6,6 +6,8 @@ cropped range wraps around, with PyTorch's ``F.pad(mode="circular")`` meaning.
 """
 from __future__ import annotations
 
+import functools
+
 from typing import NamedTuple
 
 
@@ -36,6 +38,7 @@ def circular_axis(size: int, pad_before: int, pad_after: int) -> CircularAxis:
     return CircularAxis(size, crop, kept, max(pad_before, 0), max(pad_after, 0))
 
 
+@functools.lru_cache(maxsize=1024)   # called on every call; the answers never change
 def axis_rule_violation(size: int, pad_before: int, pad_after: int) -> str | None:
     """Why (size, pads) is not a valid circular padding, or None if it is.
 

@@ -391,7 +391,9 @@ def l1_loss_backward(grad_output, self, target, reduction, out_dtype=None) -> np
     except (KeyError, TypeError):
         raise ValueError(f"invalid reduction {reduction!r}") from None
 
-    P = promote(promote(g.dtype, s.dtype), t.dtype)
+    # All three at once: promote(int, int) alone has no float and would raise, yet the spec
+    # accepts e.g. int16 grad + uint8 self + float16 target (integers never change P).
+    P = promote(g.dtype, s.dtype, t.dtype)
     compute = compute_dtype_for(P)
     out = P if out_dtype is None else np.dtype(out_dtype)
     if not _is_float(out):

@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit, prange
 
 from .convert import F32, F64, load, store_half_away, store_nearest_even
+from .disk_cache import ENABLED as CACHE
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
 # hardware: a finding there is a change of this one line (and reference.pad_final_round).
@@ -98,26 +99,34 @@ def _fold_columns(src, k, src_kind, out, h, out_kind, crop, kept, before, after)
           src_kind, out_kind)
 
 
+def accumulator_dtype(kind: int):
+    """The float type sums are made in: float64 for float64 storage, else float32."""
+    return np.float64 if kind == F64 else np.float32
+
+
 def make_kernel(kind: int, parallel: bool):
-    """Compile-on-first-call kernel ``kernel(grad_output, grad_input, h_axis, w_axis, rows_buffer)``.
+    """Compile-on-first-call kernel ``kernel(grad_output, grad_input, h_axis, w_axis, workspace)``.
 
     Arrays are 4-D (N, C, H', W') and (N, C, H, W); an axis is the tuple
     (crop, kept, before, after) of padloss.geometry.CircularAxis;
-    ``rows_buffer`` is (chunks, W') of ``accumulator_dtype(kind)``: one row
-    buffer for each piece the rows are split into for the threads (the serial
-    twin uses one). The thread count is read by the caller, not here: reading
-    it inside a kernel makes Numba refuse to cache it on disk.
+    ``workspace`` is 8-byte-aligned uint8 holding ``row_buffers`` rows of W'
+    accumulators: one for each piece the rows are split into for the threads
+    (the serial twin uses one). The thread count is read by the caller, not
+    here: reading it inside a kernel makes Numba refuse to cache it on disk.
     """
     acc_kind = F64 if kind == F64 else F32
+    acc_dtype = accumulator_dtype(kind)
 
-    def kernel(go, gi, h_axis, w_axis, rows_buffer):
+    def kernel(go, gi, h_axis, w_axis, workspace):
         h_crop, h_kept, h_before, h_after = h_axis
         w_crop, w_kept, w_before, w_after = w_axis
         n_chan, height, width = gi.shape[1], gi.shape[2], go.shape[3]
         rows = gi.shape[0] * n_chan * height
-        chunks = min(rows, rows_buffer.shape[0]) if parallel else 1
+        row_buffers = workspace.view(acc_dtype)
+        chunks = min(rows, row_buffers.shape[0] // width) if parallel else 1
+        row_buffers = row_buffers[:chunks * width].reshape((chunks, width))
         for chunk in prange(chunks):
-            acc = rows_buffer[chunk:chunk + 1]
+            acc = row_buffers[chunk:chunk + 1]
             first, end = chunk * rows // chunks, (chunk + 1) * rows // chunks
             for plane in range(first // height, (end + height - 1) // height):
                 n, ch = divmod(plane, n_chan)
@@ -141,9 +150,5 @@ def make_kernel(kind: int, parallel: bool):
                         continue
                     _fold_columns(acc, 0, acc_kind, out, h, kind, w_crop, w_kept, w_before, w_after)
 
-    return njit(parallel=parallel, cache=True, nogil=True, _nrt=False)(kernel)
+    return njit(parallel=parallel, cache=CACHE, nogil=True, _nrt=False)(kernel)
 
-
-def accumulator_dtype(kind: int):
-    """The float type sums are made in: float64 for float64 storage, else float32."""
-    return np.float64 if kind == F64 else np.float32

@@ -37,10 +37,8 @@ class CircularPadPlan:
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
         self._kernel = _kernel(kind, self._parallel)
-        self._acc_dtype = np.dtype(accumulator_dtype(kind))
         rows = CHUNKS_PER_THREAD * threads if self._parallel else 1
-        self._rows_shape = (rows, w.padded)
-        self.workspace_size = rows * w.padded * self._acc_dtype.itemsize
+        self.workspace_size = rows * w.padded * np.dtype(accumulator_dtype(kind)).itemsize
 
     def run(self, buffers: tuple, workspace: np.ndarray, stream) -> None:
         go, gi = buffers
@@ -48,11 +46,10 @@ class CircularPadPlan:
             go, gi = go.view(np.uint16), gi.view(np.uint16)
         if self._rank3:
             go, gi = go[None], gi[None]
-        rows = workspace[:self.workspace_size].view(self._acc_dtype).reshape(self._rows_shape)
         if self._parallel:
-            launch_parallel(self._kernel, go, gi, self._h, self._w, rows)
+            launch_parallel(self._kernel, go, gi, self._h, self._w, workspace)
         else:
-            self._kernel(go, gi, self._h, self._w, rows)
+            self._kernel(go, gi, self._h, self._w, workspace)
 
 
 def compile_circular_pad2d_backward(problem: Problem, threads: int) -> CircularPadPlan:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .disk_cache import ENABLED as CACHE
 
-@njit(parallel=True, cache=True, nogil=True)
+
+@njit(parallel=True, cache=CACHE, nogil=True)
 def stream(inputs, out):
     n = out.shape[0]
     for i in prange(n):

@@ -5,6 +5,7 @@ only routes to them. Plans hold compiled kernels and geometry, never arrays.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import numba
@@ -12,12 +13,27 @@ import numba
 from padloss.backend import Backend
 from padloss.problem import Problem
 
+from .l1_plan import compile_l1_loss_backward
 from .pad_plan import compile_circular_pad2d_backward
+
+def _thread_count_reader():
+    """numba.get_num_threads() takes two locks a call (0.7 us); after it has
+    started the threads once, Numba's own lock-free reader gives the same
+    (per-thread) value."""
+    numba.get_num_threads()
+    return getattr(numba.np.ufunc.parallel, "_get_num_threads", numba.get_num_threads)
+
+
+thread_count = _thread_count_reader()
 
 COMPILERS = {
     "circular_pad2d_backward": compile_circular_pad2d_backward,
+    "l1_loss_backward": compile_l1_loss_backward,
 }
 DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+# Integer and bool inputs (l1_loss_backward converts them to the promoted float in the kernel).
+INPUT_ONLY_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64",
+                               "uint8", "uint16", "uint32", "uint64"})
 
 
 class NumbaBackend(Backend):
@@ -25,6 +41,7 @@ class NumbaBackend(Backend):
     priority = 100
     devices = frozenset({"cpu"})
 
+    @functools.cache
     def availability(self) -> tuple[bool, str]:
         if importlib.util.find_spec("numba") is None:
             return False, "numba is not installed"
@@ -35,10 +52,15 @@ class NumbaBackend(Backend):
             return f"computes on the CPU only, the data is on {problem.device}"
         if problem.op not in COMPILERS:
             return f"does not implement {problem.op}"
+        for meta in problem.tensors[:-1]:
+            if meta.dtype not in DTYPES and meta.dtype not in INPUT_ONLY_DTYPES:
+                return f"cannot read dtype {meta.dtype}"
+        if problem.output.dtype not in DTYPES:
+            return f"cannot write dtype {problem.output.dtype}"
         return None
 
     def cache_context(self) -> tuple:
-        return (numba.get_num_threads(),)
+        return (thread_count(),)
 
     def compile(self, problem: Problem):
-        return COMPILERS[problem.op](problem, numba.get_num_threads())
+        return COMPILERS[problem.op](problem, thread_count())

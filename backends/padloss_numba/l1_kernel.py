@@ -1,0 +1,198 @@
+"""The L1-loss backward kernel: one fused pass, one source for every dtype mix.
+
+Each output element is ``sign(self - target) * (grad_output * coef)``, from the
+three inputs read in place through their own storage kinds and strides (a
+broadcast dim has stride 0) and rounded once to the output's kind. Elements
+are independent, so any split over threads gives the same bits.
+
+Arrays arrive flat: 1-D views of each tensor's memory from its lowest address,
+with a base offset and per-dim strides in elements, over the plan's coalesced
+shape padded to ``RANK`` dims. The last dim is the inner loop; the rows (all
+other dims) and blocks of ``block`` inner elements form the work items that
+the threads share, walked with an odometer. A row along which grad_output does
+not change (the 0-d grad of mean/sum) loads it once; LLVM versions the inner
+loops for unit strides and vectorizes them (float16 through F16C/AVX-512 half
+conversions, bfloat16 with integer shifts).
+
+``make_kernel(kinds, promoted, parallel)`` instantiates the source for one
+combination of storage kinds (closure constants, which Numba folds and keys its
+on-disk cache on).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, types
+from numba.core import errors
+from numba.extending import overload
+
+from .convert import F64, load, store_nearest_even
+from .disk_cache import ENABLED as CACHE
+
+INT = 4    # storage kind of an integer or bool input (bool travels as uint8)
+RANK = 8   # the padded rank of the coalesced shape
+
+
+def load_input(kind, promoted, x):
+    """One input element in the compute type (float32, float64 when ``promoted`` is F64);
+    kernels only (an overload, like convert.load).
+
+    Floats widen exactly. Integers are converted to the promoted dtype P with one
+    rounding to nearest even, then widened (an int converted to float16 rounds).
+    """
+
+
+@njit
+def _unsigned_to_f64_round_odd(magnitude):
+    """An unsigned integer as float64: exact below 2**53; above, rounded to odd at bit 11.
+
+    Rounding to odd keeps a sticky bit, so a later rounding to 40 bits or fewer
+    (float32, float16, bfloat16) is the single correct rounding of the integer;
+    converting through a nearest-even float64 or float32 would round twice.
+    """
+    magnitude = np.uint64(magnitude)
+    sticky = np.uint64((magnitude & np.uint64(0x7FF)) != np.uint64(0))
+    coarse = ((magnitude >> np.uint64(11)) | sticky) << np.uint64(11)
+    return np.float64(coarse if magnitude >= np.uint64(1 << 53) else magnitude)   # exact
+
+
+@njit
+def _signed_to_f64_round_odd(n):
+    """A signed integer as float64, like ``_unsigned_to_f64_round_odd`` (-2**63 included)."""
+    if n < 0:
+        return -_unsigned_to_f64_round_odd(np.uint64(0) - np.uint64(n))
+    return _unsigned_to_f64_round_odd(n)
+
+
+@overload(load_input, prefer_literal=True, inline="always")
+def _ol_load_input(kind, promoted, x):
+    if not isinstance(kind, types.IntegerLiteral) or not isinstance(promoted, types.IntegerLiteral):
+        raise errors.TypingError("load_input needs literal kinds")
+    k, p = kind.literal_value, promoted.literal_value
+    if p == F64:
+        if k == INT:
+            return lambda kind, promoted, x: np.float64(x)
+        return lambda kind, promoted, x: np.float64(load(kind, x))
+    if k != INT:
+        return lambda kind, promoted, x: load(kind, x)
+    if not isinstance(x, types.Integer):
+        raise errors.TypingError(f"integer inputs must be integer arrays, got {x}")
+    to_f64 = _signed_to_f64_round_odd if x.signed else _unsigned_to_f64_round_odd
+    return lambda kind, promoted, x: np.float32(load(promoted, store_nearest_even(promoted,
+                                                                                  to_f64(x))))
+
+
+@njit(inline="always")
+def _element(xk, tk, ok, pk, g, x_raw, t_raw):
+    """One output element from ``g`` (grad_output times coef) and raw self/target elements."""
+    a = load_input(xk, pk, x_raw)
+    b = load_input(tk, pk, t_raw)
+    # +1, -1 or +0.0 (equal, or a NaN), as a difference of two selects: LLVM keeps this
+    # branch-free and spill-free; a nested select ran 1.3x slower, even memory-bound
+    one, zero = np.float32(1.0), np.float32(0.0)     # float32: exact in either compute type
+    sign = (one if a > b else zero) - (one if a < b else zero)
+    return store_nearest_even(ok, sign * g)
+
+
+# The row loops index with unsigned offsets: they are >= 0 by construction, and unsigned
+# they skip numba's negative-index wraparound select, which would keep LLVM from
+# vectorizing. LLVM versions each loop for unit strides and vectorizes that version.
+
+@njit(inline="always")
+def _row_fixed_grad(xk, tk, ok, pk, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1):
+    """Elements j0..j1 of a row along which grad_output does not change (stride 0)."""
+    for j in range(j0, j1):
+        out[np.uint64(o0 + j * os)] = _element(xk, tk, ok, pk, g, x[np.uint64(x0 + j * xs)],
+                                               t[np.uint64(t0 + j * ts)])
+
+
+@njit(inline="always")
+def _row(gk, xk, tk, ok, pk, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef):
+    """Elements j0..j1 of a row; the kinds (go, self, target, out, P) are literals."""
+    for j in range(j0, j1):
+        g = load_input(gk, pk, go[np.uint64(g0 + j * gs)]) * coef
+        out[np.uint64(o0 + j * os)] = _element(xk, tk, ok, pk, g, x[np.uint64(x0 + j * xs)],
+                                               t[np.uint64(t0 + j * ts)])
+
+
+@njit(inline="always")
+def _seek(row, index, offsets, dims, steps, bases):
+    """Set the odometer ``index`` over the outer dims to ``row`` and ``offsets`` to
+    that row's start in each of the four arrays."""
+    for a in range(4):
+        offsets[a] = bases[a]
+    for k in range(RANK - 2, -1, -1):
+        index[k] = row % dims[k]
+        row //= dims[k]
+        for a in range(4):
+            offsets[a] += index[k] * steps[a, k]
+
+
+@njit(inline="always")
+def _next_row(index, offsets, dims, steps):
+    """Advance the odometer by one row, carrying into outer dims, and the offsets with it."""
+    k = RANK - 2
+    while k >= 0:
+        index[k] += 1
+        for a in range(4):
+            offsets[a] += steps[a, k]
+        if index[k] < dims[k]:
+            return
+        index[k] = 0
+        for a in range(4):
+            offsets[a] -= dims[k] * steps[a, k]
+        k -= 1
+
+
+def make_kernel(kinds: tuple[int, int, int, int], promoted: int, parallel: bool):
+    """Compile-on-first-call ``kernel(go, self, target, out, shape, strides, bases, coef,
+    block, chunks)``.
+
+    ``kinds`` are the storage kinds of (grad_output, self, target, grad_input);
+    ``promoted`` is P's kind. ``shape`` has ``RANK`` dims, ``strides`` holds one
+    ``RANK``-tuple per array and ``bases`` each array's offset of element 0.
+    ``chunks`` is how many pieces the work is split into (the serial twin runs
+    one); the caller reads the thread count, since reading it here would keep
+    Numba from caching the kernel on disk.
+    """
+    gk, xk, tk, ok = kinds
+    pk = promoted
+
+    def kernel(go, x, t, out, shape, strides, bases, coef, block, chunks):
+        dims = np.empty(RANK, np.int64)       # arrays, not tuples: parallel regions take arrays
+        steps = np.empty((4, RANK), np.int64)
+        for k in range(RANK):
+            dims[k] = shape[k]
+            for a in range(4):
+                steps[a, k] = strides[a][k]
+        starts = np.empty(4, np.int64)
+        for a in range(4):
+            starts[a] = bases[a]
+        inner = dims[RANK - 1]
+        rows = 1
+        for k in range(RANK - 1):
+            rows *= dims[k]
+        per_row = (inner + block - 1) // block
+        items = rows * per_row                # work items: (row, block of the inner dim)
+        n_chunks = min(items, chunks) if parallel else 1
+        gs, xs, ts, os = steps[0, RANK - 1], steps[1, RANK - 1], steps[2, RANK - 1], steps[3, RANK - 1]
+        for chunk in prange(n_chunks):
+            first = chunk * items // n_chunks
+            index = np.empty(RANK - 1, np.int64)
+            offsets = np.empty(4, np.int64)
+            _seek(first // per_row, index, offsets, dims, steps, starts)
+            blk = first % per_row
+            for _ in range(first, (chunk + 1) * items // n_chunks):
+                j0 = blk * block
+                j1 = min(inner, j0 + block)
+                g0, x0, t0, o0 = offsets[0], offsets[1], offsets[2], offsets[3]
+                if gs == 0:                           # the 0-d grad of mean/sum, or broadcast
+                    g = load_input(gk, pk, go[g0]) * coef
+                    _row_fixed_grad(xk, tk, ok, pk, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1)
+                else:
+                    _row(gk, xk, tk, ok, pk, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef)
+                blk += 1
+                if blk == per_row:
+                    blk = 0
+                    _next_row(index, offsets, dims, steps)
+
+    return njit(parallel=parallel, cache=CACHE, nogil=True)(kernel)

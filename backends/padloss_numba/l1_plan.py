@@ -1,0 +1,146 @@
+"""Plans for l1_loss_backward on the Numba backend: the loop nest, worked out once.
+
+From the Problem's metadata alone the plan derives each tensor's strides over
+the broadcast shape B (0 on broadcast dims), drops size-1 dims, flips dims the
+output walks backwards, orders dims by the output's strides, merges adjacent
+dims that every tensor walks contiguously, and pads the result to the kernel's
+fixed rank. Most calls coalesce to one or two dims, so the inner loop is long;
+and as the kernel sees flat read-only inputs over a fixed rank, layouts never add
+compiled variants (only the dtype mix does). It also fixes the mean coefficient.
+``run`` only makes flat views of the buffers' memory and launches.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from padloss.arrays import TensorMeta
+from padloss.l1_loss import FLOATS, promoted_dtype
+from padloss.problem import Problem
+
+from .convert import STORAGE_CODE
+from .l1_kernel import INT, RANK, make_kernel
+from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
+
+_kernel = functools.lru_cache(maxsize=None)(make_kernel)
+
+MAX_BLOCK = 1 << 18    # inner elements per work item, at most (shorter blocks streamed ~3% slower)
+CHUNKS_PER_THREAD = 2  # work pieces per thread (the work is uniform; 2 evens out a late start)
+STORAGE_VIEW = {"float16": np.uint16, "bfloat16": np.uint16, "bool": np.uint8}  # what Numba reads
+
+
+def broadcast_strides(meta: TensorMeta, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``meta``'s strides over ``shape``, right-aligned, 0 where it is broadcast."""
+    lead = len(shape) - len(meta.shape)
+    return (0,) * lead + tuple(s if n != 1 else 0 for n, s in zip(meta.shape, meta.strides))
+
+
+def coalesce(shape: tuple[int, ...], strides: list[tuple[int, ...]], bases: list[int]):
+    """The smallest loop nest visiting ``shape`` element for element like ``strides``.
+
+    Size-1 dims go; dims the output (last of ``strides``) walks backwards are
+    flipped for every tensor (moving each base to the dim's far end); dims are
+    sorted by the output's stride, largest first; neighbours that every tensor
+    walks as one run merge. Returns (shape, strides, bases), rank <= len(shape).
+    """
+    dims = [k for k, n in enumerate(shape) if n != 1]
+    bases = list(bases)
+    strides = [list(s) for s in strides]
+    for k in dims:
+        if strides[-1][k] < 0:
+            for a, s in enumerate(strides):
+                bases[a] += (shape[k] - 1) * s[k]
+                s[k] = -s[k]
+    dims.sort(key=lambda k: -strides[-1][k])       # stable: ties keep their order
+    out_shape: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in strides]
+    for k in dims:
+        if out_shape and all(o[-1] == s[k] * shape[k] for o, s in zip(out_strides, strides)):
+            out_shape[-1] *= shape[k]
+            for o, s in zip(out_strides, strides):
+                o[-1] = s[k]
+            continue
+        out_shape.append(shape[k])
+        for o, s in zip(out_strides, strides):
+            o.append(s[k])
+    return tuple(out_shape), tuple(tuple(o) for o in out_strides), tuple(bases)
+
+
+def mean_coefficient(shape: tuple[int, ...], compute: type) -> np.floating:
+    """1 / d0 / d1 / ... in ``compute``, one division per dim of B (spec: not 1 / numel)."""
+    coef = compute(1.0)
+    for n in shape:
+        coef = compute(coef / compute(n))
+    return coef
+
+
+def storage_kind(dtype: str) -> int:
+    return STORAGE_CODE[dtype] if dtype in FLOATS else INT
+
+
+def _flat(arr: np.ndarray, meta: TensorMeta, writable: bool) -> np.ndarray:
+    """A 1-D view of ``arr``'s memory from its lowest element address (no copy).
+
+    Inputs come back read-only whatever they were, so Numba compiles one
+    variant for both; the plan's bases and strides index into this view.
+    """
+    view = STORAGE_VIEW.get(meta.dtype)
+    if view is not None:
+        arr = arr.view(view)
+    if arr.flags.c_contiguous:
+        flat = arr.reshape(-1)
+    elif arr.flags.f_contiguous:
+        flat = arr.reshape(-1, order="F")
+    else:
+        lowest = arr[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in meta.strides)]
+        span = 1 + sum((n - 1) * abs(s) for n, s in zip(meta.shape, meta.strides))
+        flat = as_strided(lowest, (span,), (arr.itemsize,))
+    if not writable and flat.flags.writeable:
+        flat = flat.view()
+        flat.flags.writeable = False
+    return flat
+
+
+class L1LossBackwardPlan:
+    """Loop nest, coefficient and kernel for one Problem; holds no arrays."""
+
+    workspace_size = 0
+
+    def __init__(self, problem: Problem, threads: int):
+        (reduction,) = problem.params
+        metas = problem.tensors
+        shape = problem.output.shape
+        promoted = promoted_dtype(m.dtype for m in metas[:-1])
+        compute = np.float64 if promoted == "float64" else np.float32
+        # element 0's offset from each tensor's lowest address (negative strides start high)
+        bases = [sum((n - 1) * -s for n, s in zip(m.shape, m.strides) if s < 0) for m in metas]
+        strides = [broadcast_strides(m, shape) for m in metas]
+        loop_shape, loop_strides, self._bases = coalesce(shape, strides, bases)
+        self.loop_shape = loop_shape          # what the kernel walks (1 or 2 dims, mostly)
+        pad = RANK - len(loop_shape)
+        self._shape = (1,) * pad + loop_shape
+        self._strides = tuple((0,) * pad + s for s in loop_strides)
+        self._coef = mean_coefficient(shape, compute) if reduction == 1 else compute(1.0)
+        self._metas = metas
+        kinds = tuple(storage_kind(m.dtype) for m in metas)
+        self._parallel = problem.output.size >= PARALLEL_MIN_ELEMENTS
+        self._kernel = _kernel(kinds, STORAGE_CODE[promoted], self._parallel)
+        self._chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1
+        # a row longer than a chunk's share is cut into blocks, so one long row still splits
+        self._block = max(1, min(MAX_BLOCK, -(-self._shape[-1] // self._chunks)))
+
+    def run(self, buffers: tuple, workspace, stream) -> None:
+        last = len(buffers) - 1
+        go, x, t, gi = (_flat(a, m, i == last) for i, (a, m) in enumerate(zip(buffers, self._metas)))
+        args = (go, x, t, gi, self._shape, self._strides, self._bases, self._coef, self._block,
+                self._chunks)
+        if self._parallel:
+            launch_parallel(self._kernel, *args)
+        else:
+            self._kernel(*args)
+
+
+def compile_l1_loss_backward(problem: Problem, threads: int) -> L1LossBackwardPlan:
+    return L1LossBackwardPlan(problem, threads)

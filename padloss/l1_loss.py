@@ -1,0 +1,160 @@
+"""l1_loss_backward: phase 1 (validation, promotion, Problem, plan) and the public calls.
+
+Implements every rule of spec/l1_loss_backward.md. The three inputs broadcast
+to the shape B of the output; their dtypes promote to P by dtype alone (a 0-d
+tensor keeps its priority, f16 + bf16 gives f32, integers and bools follow the
+float). All checks run before a backend is asked for anything, so an invalid
+call raises with nothing written.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Iterable
+
+import numpy as np
+
+from .arrays import Tensor, as_tensor, empty_like_output
+from .errors import invalid_argument, null_argument
+from .executor import Executor, check_output_overlap, make_executor
+from .problem import Problem
+
+OP = "l1_loss_backward"
+BUFFERS = ("grad_output", "self", "target", "grad_input")
+INPUTS = BUFFERS[:-1]
+FLOATS = ("float16", "bfloat16", "float32", "float64")   # float64: CPU extension
+INTEGERS = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+MAX_RANK = 8
+
+
+def promoted_dtype(dtypes: Iterable[str]) -> str | None:
+    """P, the spec's dtype-only promotion; None when no dtype is a float (P undefined).
+
+    Equal floats keep their type, float64 wins over any other float, and two
+    different formats among float16/bfloat16/float32 give float32 (so float16 +
+    bfloat16 is float32). Integer and bool dtypes never change the result.
+    """
+    result = None
+    for dtype in dtypes:
+        if dtype not in FLOATS or dtype == result:
+            continue
+        if result is None:
+            result = dtype
+        elif "float64" in (result, dtype):
+            result = "float64"
+        else:
+            result = "float32"
+    return result
+
+
+def _reduction(reduction: Any) -> int:
+    """0, 1, 2 or "none", "mean", "sum" -> the aclnn code."""
+    if reduction is None:
+        raise null_argument(OP, "reduction")
+    rule = "must be 0 (none), 1 (mean), 2 (sum) or one of 'none', 'mean', 'sum'"
+    if isinstance(reduction, str):
+        if reduction not in REDUCTIONS:
+            raise invalid_argument(OP, "reduction", f"{rule}, got {reduction!r}")
+        return REDUCTIONS[reduction]
+    try:
+        if isinstance(reduction, (bool, np.bool_)):
+            raise TypeError
+        code = operator.index(reduction)
+    except TypeError:
+        raise invalid_argument(OP, "reduction", f"{rule}, got {reduction!r}")
+    if code not in (0, 1, 2):
+        raise invalid_argument(OP, "reduction", f"{rule}, got {code}")
+    return code
+
+
+def _broadcast(shape: tuple[int, ...], other: tuple[int, ...], name: str, against: str) -> tuple:
+    """NumPy's broadcasting of two shapes (np.broadcast_shapes costs 2.5 us a call)."""
+    rank = max(len(shape), len(other))
+    result = []
+    for mine, theirs in zip((1,) * (rank - len(shape)) + shape, (1,) * (rank - len(other)) + other):
+        if mine != theirs and mine != 1 and theirs != 1:
+            raise invalid_argument(OP, name, f"shape {other} does not broadcast with {against} {shape}")
+        result.append(theirs if mine == 1 else mine)
+    return tuple(result)
+
+
+def _validate_inputs(grad_output: Any, self: Any, target: Any, reduction: Any
+                     ) -> tuple[tuple[Tensor, Tensor, Tensor], int, tuple[int, ...], str]:
+    """Check the inputs; return them adapted, the reduction code, B and P."""
+    for name, value in zip(INPUTS, (grad_output, self, target)):
+        if value is None:
+            raise null_argument(OP, name)
+    code = _reduction(reduction)
+    inputs = tuple(as_tensor(OP, name, value) for name, value in zip(INPUTS, (grad_output, self, target)))
+    device = inputs[0].device
+    shape = ()
+    against = ("", "grad_output's shape", "the broadcast shape of grad_output and self")
+    for name, t, other in zip(INPUTS, inputs, against):
+        dtype, rank = t.meta.dtype, len(t.meta.shape)
+        if dtype not in FLOATS and dtype not in INTEGERS:
+            raise invalid_argument(OP, name, f"dtype {dtype} is not supported; expected a float "
+                                             f"({', '.join(FLOATS)}), an integer or bool")
+        if rank > MAX_RANK:
+            raise invalid_argument(OP, name, f"rank {rank} is more than {MAX_RANK} dims")
+        if t.device != device:
+            raise invalid_argument(OP, name, f"is on {t.device} but grad_output is on {device}")
+        shape = _broadcast(shape, t.meta.shape, name, other)
+    dtype = promoted_dtype(t.meta.dtype for t in inputs)
+    if dtype is None:
+        raise invalid_argument(OP, "self", "the promoted dtype is undefined: grad_output, self and "
+                                           "target are all integer or bool; one must be a float")
+    return inputs, code, shape, dtype
+
+
+def _validate_output(grad_input: Any, inputs: tuple[Tensor, ...], shape: tuple, name: str) -> Tensor:
+    """Check the output, called ``name`` ("grad_input", or "out" in the one-shot call)."""
+    gi = as_tensor(OP, name, grad_input, writable=True)
+    if gi.meta.dtype not in FLOATS:
+        raise invalid_argument(OP, name, f"dtype {gi.meta.dtype} is not a float the promoted dtype "
+                                         f"can be cast to; expected one of {', '.join(FLOATS)}")
+    if gi.meta.shape != shape:
+        raise invalid_argument(OP, name, f"shape {gi.meta.shape} must equal the broadcast shape "
+                                         f"{shape} of grad_output, self and target")
+    if gi.device != inputs[0].device:
+        raise invalid_argument(OP, name, f"is on {gi.device} but grad_output is on {inputs[0].device}")
+    check_output_overlap(OP, INPUTS + (name,), inputs + (gi,))
+    return gi
+
+
+def _executor(inputs: tuple[Tensor, ...], gi: Tensor, code: int, backend: str | None) -> Executor:
+    tensors = inputs + (gi,)
+    problem = Problem(OP, gi.device, tuple(t.meta for t in tensors), (code,))
+    return make_executor(problem, BUFFERS, tensors, backend)
+
+
+def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any, reduction: Any,
+                                        grad_input: Any, *, backend: str | None = None
+                                        ) -> tuple[int, Executor]:
+    """Phase 1, aclnn-shaped: validate and plan; return (workspace bytes, executor).
+
+    ``executor.run(workspace=None, stream=None)`` then writes ``grad_input``; it
+    may be run again, with new buffers of the same metadata passed by name
+    (``run(grad_output=..., self=..., target=..., grad_input=...)``).
+    """
+    inputs, code, shape, _ = _validate_inputs(grad_output, self, target, reduction)
+    if grad_input is None:
+        raise null_argument(OP, "grad_input")
+    executor = _executor(inputs, _validate_output(grad_input, inputs, shape, "grad_input"), code, backend)
+    return executor.workspace_size, executor
+
+
+def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = "mean", *,
+                     out: Any = None, backend: str | None = None) -> Any:
+    """Gradient of ``l1_loss(self, target, reduction)`` with respect to ``self``.
+
+    The inputs broadcast to B (up to 8 dims); ``grad_output`` is usually a 0-d
+    tensor for "mean" and "sum". The result is ``sign(self - target) *
+    grad_output`` (times 1/d0/d1/... in float32 for "mean"), computed in float32
+    (float64 when an input is float64) and rounded once, to nearest even, to the
+    output dtype. Returns ``out`` (any float dtype; written in place) or a new
+    array/tensor of dtype P and the kind of ``self``.
+    """
+    inputs, code, shape, dtype = _validate_inputs(grad_output, self, target, reduction)
+    if out is None:
+        out = empty_like_output(inputs[1], shape, dtype)
+    return _executor(inputs, _validate_output(out, inputs, shape, "out"), code, backend).run()

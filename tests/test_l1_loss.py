@@ -1,0 +1,310 @@
+"""l1_loss_backward on the default (Numba) backend, against three oracles:
+hand-worked values, the NumPy model in padloss.reference (bit-exact), and
+PyTorch autograd of F.l1_loss (tolerance)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import padloss
+from padloss import reference
+from layouts import LAYOUTS, bits, with_layout
+from padloss_numba.l1_kernel import RANK
+from padloss_numba.l1_plan import L1LossBackwardPlan, coalesce
+
+# The oracles cast inf/NaN/out-of-range values on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+
+BF16 = ml_dtypes.bfloat16
+F16, F32, F64 = np.float16, np.float32, np.float64
+REDUCTIONS = (0, 1, 2, "none", "mean", "sum")
+
+# (grad_output, self, target, out) dtypes; out None means P. A short list, so the
+# property tests compile a bounded number of kernel variants.
+DTYPE_MIXES = [
+    (F32, F32, F32, None), (F16, F16, F16, None), (BF16, BF16, BF16, None), (F64, F64, F64, None),
+    (F16, BF16, F16, None),                       # f16 + bf16 -> f32
+    (F32, F16, BF16, None), (BF16, F32, BF16, None), (F16, F64, F32, None),
+    (F32, F32, F32, F16), (F32, F32, F32, BF16),  # downcasts, rounded to nearest even
+    (BF16, BF16, BF16, F32), (F64, F32, F64, BF16), (F16, F16, F16, F64),
+    (F16, F16, np.int32, None), (BF16, np.int64, np.uint64, None), (np.bool_, F32, np.int8, None),
+    (F64, np.uint64, np.int64, None), (np.int16, np.uint8, F16, F32),
+]
+
+
+def _values(rng, shape, dtype, special):
+    """Random values of ``dtype``: floats at several scales, integers over their full
+    range or near 0; with ``special``, signed zeros, inf, NaN and repeats (equal inputs)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        wide = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+        small = rng.integers(max(info.min, -4), 5, size=shape).astype(dtype)
+        return np.where(rng.random(shape) < 0.5, wide, small)
+    v = rng.standard_normal(shape) * rng.choice([1e-3, 1.0, 3e4, 1e38], size=shape)
+    if special:
+        pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0])
+        v = np.where(rng.random(shape) < 0.4, rng.choice(pool, size=shape), v)
+    with np.errstate(over="ignore"):                 # 1e38 overflows float16 to inf on purpose
+        return v.astype(dtype)
+
+
+def _laid_out(values, layout):
+    """``with_layout`` that also takes 0-d values (which have one layout)."""
+    values = np.asarray(values)
+    return with_layout(values, layout) if values.ndim else values.copy()
+
+
+@st.composite
+def broadcast_case(draw, max_rank=RANK, max_elements=3000):
+    """B up to 8-D and three input shapes broadcasting to it (dims dropped or set to 1)."""
+    rank = draw(st.integers(0, max_rank))
+    shape = []
+    for _ in range(rank):
+        n = draw(st.sampled_from([1, 2, 2, 3, 3, 4, 5, 7]))
+        if np.prod(shape + [n]) > max_elements:
+            n = 1
+        shape.append(n)
+    if rank and draw(st.integers(0, 30)) == 0:
+        shape[draw(st.integers(0, rank - 1))] = 0                  # now and then empty
+    B = tuple(shape)
+
+    def input_shape():
+        lead = draw(st.integers(0, rank))
+        return tuple(1 if draw(st.integers(0, 3)) == 0 else n for n in B[lead:])
+
+    shapes = [input_shape() for _ in range(3)]
+    if np.broadcast_shapes(*shapes) != B:                       # make one input carry B
+        shapes[draw(st.integers(0, 2))] = B
+    return B, shapes
+
+
+@settings(max_examples=3000)
+@given(broadcast_case(), st.sampled_from(DTYPE_MIXES), st.sampled_from(REDUCTIONS),
+       st.lists(st.sampled_from(LAYOUTS + ("broadcast_view",)), min_size=4, max_size=4),
+       st.integers(0, 2**32 - 1), st.booleans())
+def test_bit_exact_against_reference(case, mix, reduction, layouts, seed, special):
+    B, shapes = case
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for shape, dtype, layout in zip(shapes, mix[:3], layouts):
+        v = _values(rng, shape, dtype, special)
+        if special and rng.random() < 0.2:                       # equal inputs: sign 0
+            v = np.zeros(shape, dtype)
+        if layout == "broadcast_view" and v.ndim:                # a stride-0 dim, read-only
+            inputs.append(np.broadcast_to(v[..., :1], shape))
+        else:
+            inputs.append(_laid_out(v, layout if layout in LAYOUTS else "contiguous"))
+    expected = reference.l1_loss_backward(*inputs, reduction, out_dtype=mix[3])
+    out_layout = layouts[3] if layouts[3] != "broadcast_view" else "sliced"
+    out = _laid_out(np.full(B, 7, expected.dtype), out_layout)
+    result = padloss.l1_loss_backward(*inputs, reduction, out=out)
+    assert result is out
+    np.testing.assert_array_equal(bits(out), bits(expected))
+
+
+@pytest.mark.parametrize("mix", [(F32, F32, F32), (F16, F16, F16), (BF16, BF16, BF16),
+                                 (F16, BF16, np.int64)], ids=str)
+@pytest.mark.parametrize("shapes", [
+    ((), (3, 70001), (3, 70001)),              # rows of several blocks; chunks split rows
+    ((40000, 3), (40000, 3), (1, 3)),         # short inner dim, many rows
+    ((5, 1, 1), (5, 7, 1000), (1000,)),       # three dims after coalescing
+])
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+@pytest.mark.parametrize("out_layout", ["contiguous", "permuted"])
+def test_parallel_kernel_bit_exact(mix, shapes, reduction, out_layout):
+    """Large enough for the parallel kernel: work split inside rows and across them."""
+    rng = np.random.default_rng(3)
+    go, x, t = (_values(rng, s, d, special=True) for s, d in zip(shapes, mix))
+    x = with_layout(x, "reversed")
+    expected = reference.l1_loss_backward(go, x, t, reduction)
+    out = with_layout(np.empty(expected.shape, expected.dtype), out_layout)
+    padloss.l1_loss_backward(go, x, t, reduction, out=out)
+    np.testing.assert_array_equal(bits(out), bits(expected))
+
+
+def test_sign_rules_worked_by_hand():
+    nan, inf = np.nan, np.inf
+    s = np.array([3, 1, 2, nan, 1, 2, 2, 1, 1, inf, -inf], F32)
+    t = np.array([1, 3, 2, 1, nan, 2, 2, 2, 2, inf, 0], F32)
+    g = np.array([1, 1, 1, 1, 1, inf, -2, 0, -0.0, 5, 5], F32)
+    # >: +1; <: -1; equal: 0; NaN either side: 0; 0 * inf = NaN; 0 * -2 = -0.0;
+    # -1 * +0 = -0.0; -1 * -0.0 = +0.0; inf == inf: 0; -inf < 0: -1
+    out = padloss.l1_loss_backward(g, s, t, "none")
+    assert out.dtype == F32
+    np.testing.assert_array_equal(bits(out[[0, 1, 2, 3, 4, 6, 7, 8, 9, 10]]),
+                                  bits(np.array([1, -1, 0, 0, 0, -0.0, -0.0, 0.0, 0, -5], F32)))
+    assert np.isnan(out[5])
+
+
+def test_mean_coefficient_divides_one_dim_at_a_time():
+    # For B = (7, 5): float32(float32(1/7)/5) = 0x3CEA0EA2 but float32(1/35) = 0x3CEA0EA1.
+    sequential = F32(F32(F32(1) / F32(7)) / F32(5))
+    assert sequential.view(np.uint32) == 0x3CEA0EA2 and F32(1 / 35).view(np.uint32) == 0x3CEA0EA1
+    out = padloss.l1_loss_backward(F32(1.0), np.ones((7, 5), F32), np.zeros(5, F32), "mean")
+    assert (out.view(np.uint32) == 0x3CEA0EA2).all()
+    # grad_output's dims count too: B = (2, 7, 5) divides by 2 once more (exact here)
+    out3 = padloss.l1_loss_backward(np.ones((2, 1, 1), F32), np.ones((7, 5), F32), F32(0), "mean")
+    assert out3.shape == (2, 7, 5) and (out3 == sequential / 2).all()
+
+
+def test_integer_inputs_convert_to_the_promoted_dtype():
+    # P = float16: int 2049 rounds to 2048 (tie to even), 2051 to 2052, so both equal self.
+    out = padloss.l1_loss_backward(F16(2.0), np.array([2048, 2052, 2048], F16),
+                                   np.array([2049, 2051, 5], np.int32), "none")
+    assert out.dtype == F16 and out.tolist() == [0.0, 0.0, 2.0]
+    # P = bfloat16: 2**60 + 2**52 + 1 is just above a tie; one rounding gives 2**60 + 2**53.
+    out = padloss.l1_loss_backward(BF16(1.0), np.array([2.0**60 + 2.0**53], BF16),
+                                   np.array([2**60 + 2**52 + 1], np.int64), "none")
+    assert out.tolist() == [0.0]
+    # uint64 above 2**63 and the int64 minimum, into float32
+    big = np.array([2**64 - 1, 2**63 + 2**39 + 1], np.uint64)
+    out = padloss.l1_loss_backward(F32(1.0), np.array([2.0**64, 2.0**63 + 2**40], F32), big, "sum")
+    assert out.tolist() == [0.0, 0.0]
+    out = padloss.l1_loss_backward(F32(1.0), np.array([-(2.0**63)], F32),
+                                   np.array([-2**63], np.int64), "sum")
+    assert out.tolist() == [0.0]
+    # all-int inputs but a bool grad_output and a float target still promote to the float
+    out = padloss.l1_loss_backward(np.array(True), np.array([3], np.uint8), F16(1.0), "sum")
+    assert out.dtype == F16 and out.tolist() == [1.0]
+    np.testing.assert_array_equal(out, reference.l1_loss_backward(True, np.array([3], np.uint8),
+                                                                  F16(1.0), "sum"))
+
+
+def test_dtype_promotion_and_downcast_output():
+    s, t = np.array([1.0, 2.0], F16), np.array([2.0, 1.0], BF16)
+    out = padloss.l1_loss_backward(np.array([1 + 2.0**-11, 3.0], F16), s, t, "none")
+    assert out.dtype == F32 and out.tolist() == [-1.0, 3.0]      # f16 + bf16 -> f32
+    g = np.array([1 + 2.0**-11, 1 + 3 * 2.0**-11, 65520.0], F32)
+    out = padloss.l1_loss_backward(g, np.ones(3, F32), np.zeros(3, F32), "sum",
+                                   out=np.empty(3, F16))
+    assert out.tolist() == [1.0, 1 + 2.0**-9, np.inf]              # ties to even, 65520 -> inf
+
+
+def test_two_phase_form_and_repeat_runs():
+    rng = np.random.default_rng(1)
+    x, t = rng.standard_normal((4, 6)).astype(F32), rng.standard_normal(6).astype(F32)
+    gi = np.full((4, 6), np.nan, F32)
+    ws, ex = padloss.l1_loss_backward_get_workspace_size(F32(2.0), x, t, "mean", gi)
+    assert ws == 0 and ex.workspace_size == 0
+    assert np.isnan(gi).all()                                    # phase 1 writes nothing
+    assert ex.run() is gi
+    np.testing.assert_array_equal(bits(gi), bits(reference.l1_loss_backward(F32(2.0), x, t, 1)))
+    x2 = rng.standard_normal((4, 6)).astype(F32)
+    ex.run(self=x2, grad_output=np.array(-1.0, F32))
+    np.testing.assert_array_equal(bits(gi), bits(reference.l1_loss_backward(F32(-1.0), x2, t, 1)))
+
+
+def test_empty_tensors():
+    x, t = np.zeros((0, 3), F32), np.zeros(3, F32)
+    ws, ex = padloss.l1_loss_backward_get_workspace_size(F32(1), x, t, "mean", np.empty((0, 3), F32))
+    assert ws == 0 and ex.run().shape == (0, 3)
+    out = padloss.l1_loss_backward(np.ones((2, 1, 1), F16), np.zeros((0, 1), F16), t, "sum")
+    assert out.shape == (2, 0, 3) and out.dtype == F32
+
+
+def test_zero_dim_everything():
+    out = padloss.l1_loss_backward(F32(3.0), F32(2.0), F32(1.0), "mean")
+    assert out.shape == () and out == 3.0                        # coef of a 0-d B is 1
+
+
+def test_common_layouts_coalesce_to_few_dims():
+    """The plan merges what it can, so kernels see one or two dims in the common cases."""
+    def plan(*arrays):
+        problem = padloss.l1_loss_backward_get_workspace_size(*arrays[:3], 1, arrays[3])[1].problem
+        return L1LossBackwardPlan(problem, threads=2).loop_shape
+    a = np.ones((4, 5, 6), F32)
+    assert plan(F32(1), a, a, a.copy()) == (120,)
+    assert plan(F32(1), a, np.ones(6, F32), a.copy()) == (20, 6)             # self (B, N), target (N,)
+    t = np.ones((4, 5, 6), F32, order="F")
+    assert plan(F32(1), t, t, np.empty((4, 5, 6), F32, order="F")) == (120,)  # walked in memory order
+    r = a[::-1, ::-1, ::-1]
+    assert plan(F32(1), r, r, np.empty((4, 5, 6), F32)[::-1, ::-1, ::-1]) == (120,)
+    # the output walks backwards: every tensor's dims flip, bases move to the far end
+    shape, strides, bases = coalesce((2, 3), [(3, 1), (0, 0), (-3, -1)], [0, 0, 5])
+    assert shape == (6,) and strides == ((-1,), (0,), (1,)) and bases == (5, 0, 0)
+
+
+@settings(max_examples=200)
+@given(broadcast_case(max_rank=4, max_elements=500), st.sampled_from([(F32, 1e-6), (F64, 1e-14),
+                                                                      (F16, 2e-3), (BF16, 1.6e-2)]),
+       st.sampled_from(["none", "mean", "sum"]), st.integers(0, 2**32 - 1))
+def test_matches_torch_autograd(case, dtype_tol, reduction, seed):
+    """F.l1_loss's gradient, where torch's shapes agree: self carries B (torch sums the
+    gradient of a broadcast self back to its shape), grad_output is 0-d unless "none"."""
+    torch = pytest.importorskip("torch")
+    B, shapes = case
+    dtype, tol = dtype_tol
+    if 0 in B:
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(B).astype(dtype)
+    t = rng.standard_normal(shapes[2]).astype(dtype)
+    if t.size:
+        t.reshape(-1)[:: 3] = np.broadcast_to(x, B).reshape(-1)[0]  # a few equal elements
+    g = rng.standard_normal(B if reduction == "none" else ()).astype(dtype)
+    as_torch = lambda a: torch.from_numpy(np.asarray(a, F64))
+    xt = as_torch(x).requires_grad_()
+    torch.nn.functional.l1_loss(xt, as_torch(t).expand(B), reduction=reduction).backward(as_torch(g))
+    ours = padloss.l1_loss_backward(g, x, t, reduction).astype(F64)
+    scale = np.abs(g.astype(F64)).max(initial=0)
+    np.testing.assert_allclose(ours, xt.grad.numpy(), rtol=tol, atol=tol * scale)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_torch_tensors_zero_copy(dtype):
+    torch = pytest.importorskip("torch")
+    tdtype = getattr(torch, dtype)
+    x = torch.randn(5, 8).to(tdtype)
+    t = torch.randn(8).to(tdtype)
+    out = torch.empty(8, 5, dtype=tdtype).t()                     # strided output
+    result = padloss.l1_loss_backward(torch.tensor(2.0, dtype=tdtype), x, t, "mean", out=out)
+    assert result is out
+    as_int = torch.int16 if x.element_size() == 2 else torch.int32
+    np_dtype = {"float16": F16, "bfloat16": BF16, "float32": F32}[dtype]
+    view = lambda a: a.contiguous().view(as_int).numpy().view(np_dtype)
+    expected = reference.l1_loss_backward(np.array(2.0, np_dtype), view(x), view(t), "mean")
+    np.testing.assert_array_equal(view(out), expected)
+    allocated = padloss.l1_loss_backward(torch.tensor(2.0, dtype=tdtype), x, t, "mean")
+    assert isinstance(allocated, torch.Tensor) and allocated.dtype == tdtype
+    assert torch.equal(allocated, out)
+    # autograd agrees (torch divides by numel in the input dtype: tolerance)
+    xg = x.clone().requires_grad_()
+    torch.nn.functional.l1_loss(xg, t.expand(5, 8)).backward(torch.tensor(2.0, dtype=tdtype))
+    torch.testing.assert_close(allocated, xg.grad, rtol=2e-2, atol=1e-3)
+
+
+_THREADS_SCRIPT = """
+import json, numpy as np, ml_dtypes, numba, padloss
+rng = np.random.default_rng(7)
+digests = {}
+for name, dt in [("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16), ("float32", np.float32)]:
+    x = rng.standard_normal((300, 1001)).astype(dt)
+    t = rng.standard_normal(1001).astype(dt)
+    for reduction in ("none", "mean"):
+        go = rng.standard_normal((300, 1001)).astype(dt) if reduction == "none" else np.array(0.7, dt)
+        out = padloss.l1_loss_backward(go, x, t, reduction)
+        digests[name + reduction] = out.view(np.uint16 if out.itemsize == 2 else np.uint32).tolist()
+print(json.dumps({"threads": numba.get_num_threads(), "digests": digests}))
+"""
+
+
+def test_bits_do_not_depend_on_thread_count():
+    runs = {}
+    for n in (1, 2):
+        env = dict(os.environ, NUMBA_NUM_THREADS=str(n))
+        proc = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], env=env, capture_output=True,
+                              text=True, check=True)
+        runs[n] = json.loads(proc.stdout)
+        assert runs[n]["threads"] == n
+    assert runs[1]["digests"] == runs[2]["digests"]

@@ -1,0 +1,140 @@
+"""Every rule of spec/l1_loss_backward.md: the aclnn status code, a message that
+names the argument and the rule, and a pre-filled output left untouched."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import padloss
+from padloss import Status
+from padloss.l1_loss import promoted_dtype
+
+F32 = np.float32
+
+
+def _case(**change):
+    """A valid call (grad_output 0-d, self (2, 3), target (3,), out (2, 3)) with ``change``."""
+    args = dict(grad_output=np.array(1.0, F32), self=np.ones((2, 3), F32), target=np.zeros(3, F32),
+                reduction="mean", out=np.full((2, 3), 42.0, F32))
+    args.update(change)
+    return args
+
+
+def _readonly():
+    a = np.full((2, 3), 42.0, F32)
+    a.flags.writeable = False
+    return a
+
+
+NINE_DIMS = (1,) * 9
+BAD = {
+    # name: (arguments, status, argument named, words of the rule)
+    "grad_output None": (_case(grad_output=None), Status.PARAM_NULLPTR, "grad_output", "required"),
+    "self None": (_case(self=None), Status.PARAM_NULLPTR, "self", "required"),
+    "target None": (_case(target=None), Status.PARAM_NULLPTR, "target", "required"),
+    "reduction None": (_case(reduction=None), Status.PARAM_NULLPTR, "reduction", "required"),
+    "reduction 3": (_case(reduction=3), Status.PARAM_INVALID, "reduction", "must be 0 (none), 1 (mean)"),
+    "reduction -1": (_case(reduction=-1), Status.PARAM_INVALID, "reduction", "got -1"),
+    "reduction name": (_case(reduction="average"), Status.PARAM_INVALID, "reduction", "'average'"),
+    "reduction bool": (_case(reduction=True), Status.PARAM_INVALID, "reduction", "got True"),
+    "reduction float": (_case(reduction=1.0), Status.PARAM_INVALID, "reduction", "got 1.0"),
+    "all integer inputs": (_case(grad_output=np.array(1, np.int32), self=np.ones((2, 3), np.int64),
+                                 target=np.zeros(3, np.bool_)),
+                           Status.PARAM_INVALID, "self", "promoted dtype is undefined"),
+    "complex self": (_case(self=np.ones((2, 3), np.complex64)), Status.PARAM_INVALID, "self",
+                     "dtype complex64 is not supported"),
+    "string target": (_case(target=np.array(["a", "b", "c"])), Status.PARAM_INVALID, "target",
+                      "is not supported"),
+    "integer out": (_case(out=np.zeros((2, 3), np.int32)), Status.PARAM_INVALID, "out",
+                    "dtype int32 is not a float"),
+    "bool out": (_case(out=np.zeros((2, 3), np.bool_)), Status.PARAM_INVALID, "out", "dtype bool"),
+    "self 9 dims": (_case(self=np.ones(NINE_DIMS, F32), out=np.zeros(NINE_DIMS[:-1] + (3,), F32)),
+                    Status.PARAM_INVALID, "self", "rank 9 is more than 8"),
+    "grad 9 dims": (_case(grad_output=np.ones(NINE_DIMS, F32)), Status.PARAM_INVALID, "grad_output",
+                    "rank 9"),
+    "target not broadcastable": (_case(target=np.zeros(4, F32)), Status.PARAM_INVALID, "target",
+                                 "shape (4,) does not broadcast"),
+    "self not broadcastable with grad": (_case(grad_output=np.ones((3, 3), F32)), Status.PARAM_INVALID,
+                                         "self", "does not broadcast with grad_output's shape (3, 3)"),
+    "out shape": (_case(out=np.zeros((3,), F32)), Status.PARAM_INVALID, "out",
+                  "must equal the broadcast shape (2, 3)"),
+    "out shape smaller than B": (_case(grad_output=np.ones((4, 1, 1), F32)), Status.PARAM_INVALID,
+                                 "out", "broadcast shape (4, 2, 3)"),
+    "out read-only": (_case(out=_readonly()), Status.PARAM_INVALID, "out", "read-only"),
+    "self not an array": (_case(self=[[1.0, 2.0, 3.0]]), Status.PARAM_INVALID, "self",
+                          "must be a NumPy array"),
+    "unknown backend": (dict(_case(), backend="nope"), Status.PARAM_INVALID, "backend", "unknown backend"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_rule(name):
+    args, status, argument, words = BAD[name]
+    out = args["out"]
+    before = out.copy()
+    with pytest.raises(padloss.PadlossError) as info:
+        padloss.l1_loss_backward(**args)
+    err = info.value
+    assert err.status == status
+    assert err.argument == argument
+    message = str(err)
+    assert message.startswith("l1_loss_backward: argument")
+    assert f"'{argument}'" in message and words in message
+    np.testing.assert_array_equal(out, before)
+
+
+def test_out_overlapping_an_input_is_refused():
+    buf = np.ones((2, 3), F32)
+    before = buf.copy()
+    with pytest.raises(padloss.InvalidArgumentError, match="shares memory with 'self'"):
+        padloss.l1_loss_backward(F32(1.0), buf, np.zeros(3, F32), "none", out=buf)
+    np.testing.assert_array_equal(buf, before)
+
+
+def test_two_phase_names_grad_input_and_requires_it():
+    args = _case()
+    with pytest.raises(padloss.NullArgumentError) as info:
+        padloss.l1_loss_backward_get_workspace_size(args["grad_output"], args["self"], args["target"],
+                                                    1, None)
+    assert info.value.status == Status.PARAM_NULLPTR and info.value.argument == "grad_input"
+    with pytest.raises(padloss.InvalidArgumentError, match="'grad_input': shape"):
+        padloss.l1_loss_backward_get_workspace_size(args["grad_output"], args["self"], args["target"],
+                                                    1, np.zeros((2, 4), F32))
+
+
+def test_rebinding_a_buffer_of_other_metadata_is_refused():
+    args = _case()
+    _, ex = padloss.l1_loss_backward_get_workspace_size(args["grad_output"], args["self"], args["target"],
+                                                        1, args["out"])
+    with pytest.raises(padloss.InvalidArgumentError, match="'target': has dtype float16"):
+        ex.run(target=np.zeros(3, np.float16))
+    np.testing.assert_array_equal(args["out"], 42.0)
+
+
+@pytest.mark.parametrize("reduction,code", [(0, 0), (1, 1), (2, 2), ("none", 0), ("mean", 1),
+                                            ("sum", 2), (np.int64(2), 2)])
+def test_reduction_spellings(reduction, code):
+    _, ex = padloss.l1_loss_backward_get_workspace_size(np.array(1.0, F32), np.ones(3, F32),
+                                                        np.zeros(3, F32), reduction, np.empty(3, F32))
+    assert ex.problem.params == (code,)
+
+
+def test_accepted_mixes():
+    """Mixed floats, integer/bool inputs with a float, downcast and float64 outputs are valid."""
+    bf16 = ml_dtypes.bfloat16
+    for go, x, t, out_dtype in [(np.float16, bf16, np.float16, F32), (F32, F32, np.int8, np.float16),
+                                (np.bool_, bf16, np.uint8, bf16), (np.float64, F32, F32, bf16),
+                                (F32, np.float16, np.int64, np.float64)]:
+        out = padloss.l1_loss_backward(np.ones((), go), np.ones(3, x), np.zeros(3, t), "sum",
+                                       out=np.empty(3, out_dtype))
+        assert out.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_promotion_table():
+    assert promoted_dtype(["float16", "bfloat16"]) == "float32"
+    assert promoted_dtype(["bfloat16", "bfloat16", "int64"]) == "bfloat16"
+    assert promoted_dtype(["float16", "float32", "bfloat16"]) == "float32"
+    assert promoted_dtype(["float16", "float64", "bool"]) == "float64"
+    assert promoted_dtype(["int16", "uint8", "float16"]) == "float16"
+    assert promoted_dtype(["int16", "uint8", "bool"]) is None
