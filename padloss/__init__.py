@@ -13,6 +13,7 @@ from .errors import BackendError, InvalidArgumentError, NullArgumentError, Padlo
 from .executor import Executor
 from .l1_loss import l1_loss_backward, l1_loss_backward_get_workspace_size
 from .plan_cache import plan_cache
+from .warmup import warmup
 
 __version__ = "0.1.0"
 
@@ -21,5 +22,5 @@ __all__ = [
     "NullArgumentError", "PadlossError", "Status", "__version__", "available_backends",
     "circular_pad2d_backward", "circular_pad2d_backward_get_workspace_size",
     "l1_loss_backward", "l1_loss_backward_get_workspace_size", "plan_cache",
-    "use_backend",
+    "use_backend", "warmup",
 ]

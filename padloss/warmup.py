@@ -1,0 +1,47 @@
+"""Compile (or load from the disk cache) the kernels that common calls need.
+
+The first call of each kernel variant pays its compilation (about 2-3 s cold)
+or a load from the on-disk cache (well under a second, most of it Numba's own
+start-up). ``padloss.warmup()`` pays that up front, for each op and dtype, in
+both the serial variant (small tensors) and the parallel one (large tensors).
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+import numpy as np
+
+from .arrays import numpy_dtype
+from .circular_pad import circular_pad2d_backward
+from .l1_loss import l1_loss_backward
+
+OPS = ("circular_pad2d_backward", "l1_loss_backward")
+DTYPES = ("float16", "bfloat16", "float32")
+# Element counts that select the serial and the parallel kernel variants.
+_SIDES = (4, 256)
+
+
+def _pad(dtype: np.dtype, side: int, backend: str | None) -> None:
+    go = np.zeros((1, 1, side + 2, side + 2), dtype)
+    circular_pad2d_backward(go, np.empty((1, 1, side, side), dtype), (1, 1, 1, 1), backend=backend)
+
+
+def _l1(dtype: np.dtype, side: int, backend: str | None) -> None:
+    x = np.zeros((side, side), dtype)
+    l1_loss_backward(np.ones((), dtype), x, x, "mean", backend=backend)
+    l1_loss_backward(x, x, x, "none", backend=backend)
+
+
+_RUNNERS = {"circular_pad2d_backward": _pad, "l1_loss_backward": _l1}
+
+
+def warmup(ops: Iterable[str] = OPS, dtypes: Iterable[str] = DTYPES, *, backend: str | None = None) -> float:
+    """Prepare the kernels for ``ops`` x ``dtypes``; returns the seconds it took."""
+    t0 = time.perf_counter()
+    for op in ops:
+        run = _RUNNERS[op]
+        for name in dtypes:
+            for side in _SIDES:
+                run(numpy_dtype(name), side, backend)
+    return time.perf_counter() - t0

@@ -1,0 +1,288 @@
+"""The shared engine: plan cache, repeatable executor, backend selection, plugins,
+and the on-disk kernel cache."""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import padloss
+from padloss import reference
+from padloss.dispatch import registry
+from padloss.plan_cache import PlanCache
+from layouts import bits
+
+PLUGIN_DIR = Path(__file__).parent / "plugin_fixture"
+
+
+@pytest.fixture
+def fresh_cache():
+    """The process-wide plan cache, emptied before and restored after a test."""
+    saved = padloss.plan_cache.max_size
+    padloss.plan_cache.clear()
+    yield padloss.plan_cache
+    padloss.plan_cache.max_size = saved
+    padloss.plan_cache.clear()
+
+
+@pytest.fixture
+def plugin(monkeypatch):
+    """Make the test-only plugin distribution importable and discoverable."""
+    monkeypatch.syspath_prepend(str(PLUGIN_DIR))
+    registry.reload()
+    with pytest.warns(RuntimeWarning, match="'broken'.*failed to load"):
+        registry.backends()
+    import padloss_test_plugin
+
+    padloss_test_plugin.compiled.clear()
+    yield padloss_test_plugin
+    monkeypatch.undo()
+    registry.reload()
+
+
+def _pad_call(rng, dtype, shape, pads):
+    left, right, top, bottom = pads
+    go = rng.standard_normal(shape[:-2] + (shape[-2] + top + bottom, shape[-1] + left + right)).astype(dtype)
+    return go, np.empty(shape, dtype), pads
+
+
+# ---------------------------------------------------------------- plan cache
+
+
+def test_concurrent_mixed_calls_share_the_cache(fresh_cache):
+    """8 threads x 1,000 calls of both ops, several dtypes and shapes, on one cache
+    smaller than the number of distinct problems: every result is bit-exact."""
+    fresh_cache.max_size = 6
+    rng = np.random.default_rng(3)
+    dtypes = [np.float32, np.float16, ml_dtypes.bfloat16]
+    pads = [_pad_call(rng, dt, shape, p) for dt in dtypes
+            for shape, p in [((2, 3, 6, 7), (1, 2, 1, 0)), ((4, 5, 9), (-1, 2, 3, 3))]]
+    l1s = [(rng.standard_normal(()).astype(dt), rng.standard_normal((5, 7)).astype(dt),
+            rng.standard_normal((7,)).astype(dt), red) for dt in dtypes for red in ("mean", "none")]
+    expected_pad = [reference.circular_pad2d_backward(go, x.shape, p) for go, x, p in pads]
+    expected_l1 = [reference.l1_loss_backward(*args) for args in l1s]
+    sizes, failures = [], []
+    calls_per_thread = 1000
+
+    def worker(seed):
+        local = np.random.default_rng(seed)
+        for _ in range(calls_per_thread):
+            if local.random() < 0.5:
+                i = local.integers(len(pads))
+                go, x, p = pads[i]
+                got, want = padloss.circular_pad2d_backward(go, x, p), expected_pad[i]
+            else:
+                i = local.integers(len(l1s))
+                got, want = padloss.l1_loss_backward(*l1s[i]), expected_l1[i]
+            if not np.array_equal(bits(got), bits(want)):
+                failures.append(i)
+            sizes.append(fresh_cache.size)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert max(sizes) <= 6
+    assert fresh_cache.hits + fresh_cache.misses == 8 * calls_per_thread
+    assert fresh_cache.misses >= len(pads) + len(l1s) - 6   # more problems than room: evictions happened
+
+
+def test_cache_counts_hits_and_misses_and_clear(fresh_cache):
+    go, x, p = _pad_call(np.random.default_rng(0), np.float32, (2, 2, 5, 5), (1, 1, 1, 1))
+    padloss.circular_pad2d_backward(go, x, p)
+    padloss.circular_pad2d_backward(go, x, p)
+    assert (fresh_cache.size, fresh_cache.hits, fresh_cache.misses) == (1, 1, 1)
+    fresh_cache.clear()
+    assert (fresh_cache.size, fresh_cache.hits, fresh_cache.misses) == (0, 0, 0)
+
+
+def test_max_size_zero_disables_caching(fresh_cache):
+    fresh_cache.max_size = 0
+    go, x, p = _pad_call(np.random.default_rng(0), np.float32, (2, 2, 5, 5), (1, 1, 1, 1))
+    first = padloss.circular_pad2d_backward(go, x, p)
+    second = padloss.circular_pad2d_backward(go, x, p)
+    assert fresh_cache.size == 0 and fresh_cache.misses == 2 and fresh_cache.hits == 0
+    np.testing.assert_array_equal(first, second)
+
+
+def test_lru_eviction_order():
+    cache = PlanCache(max_size=2)
+    for key in "abc":
+        cache.get_or_build(key, lambda k=key: k.upper())
+    assert cache.get_or_build("b", lambda: "rebuilt") == "B"      # b was kept
+    assert cache.get_or_build("a", lambda: "rebuilt") == "rebuilt"  # a was evicted
+    cache.max_size = 1
+    assert cache.size == 1
+    with pytest.raises(ValueError, match="max_size"):
+        cache.max_size = -1
+
+
+def test_plan_keeps_no_user_array_alive(fresh_cache):
+    go, x, p = _pad_call(np.random.default_rng(0), np.float32, (2, 2, 5, 5), (1, 1, 1, 1))
+    out = padloss.circular_pad2d_backward(go, x, p)
+    refs = [weakref.ref(a) for a in (go, x, out)]
+    del go, x, out
+    gc.collect()
+    assert fresh_cache.size == 1
+    assert all(r() is None for r in refs)
+
+
+def test_cache_key_is_metadata_only(fresh_cache):
+    rng = np.random.default_rng(0)
+    go, x, p = _pad_call(rng, np.float32, (2, 2, 5, 5), (1, 1, 1, 1))
+    padloss.circular_pad2d_backward(go, x, p)
+    padloss.circular_pad2d_backward(go * 3, np.empty_like(x), p)      # new data, same metadata
+    assert fresh_cache.misses == 1 and fresh_cache.hits == 1
+    padloss.circular_pad2d_backward(np.asfortranarray(go), x, p)      # other strides: another plan
+    padloss.circular_pad2d_backward(go[:, :, :, ::-1].copy(), x, (2, 0, 1, 1))  # other padding
+    assert fresh_cache.misses == 3
+
+
+# ------------------------------------------------------------------ executor
+
+
+def test_executor_reruns_with_new_buffers():
+    rng = np.random.default_rng(1)
+    go, x, p = _pad_call(rng, np.float16, (2, 3, 6, 5), (2, 1, 0, 2))
+    gi = np.empty_like(x)
+    ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, x, p, gi)
+    for _ in range(3):
+        go2 = rng.standard_normal(go.shape).astype(np.float16)
+        gi2 = np.empty_like(x)
+        assert ex.run(grad_output=go2, grad_input=gi2) is gi2
+        np.testing.assert_array_equal(bits(gi2), bits(reference.circular_pad2d_backward(go2, x.shape, p)))
+    assert ex.run() is gi2          # the last buffers stay bound
+
+
+@pytest.mark.parametrize("name,bad,words", [
+    ("grad_output", np.zeros((2, 3, 8, 9), np.float16), "shape (2, 3, 8, 9)"),
+    ("grad_output", np.zeros((2, 3, 8, 8), np.float32), "dtype float32"),
+    ("grad_input", np.zeros((2, 3, 6, 5), np.float16).T.copy().T, "strides"),
+    ("grad_input", np.zeros((2, 3, 6, 6), np.float16)[..., :5], "strides"),
+])
+def test_executor_rejects_other_metadata_and_writes_nothing(name, bad, words):
+    go, x, p = _pad_call(np.random.default_rng(2), np.float16, (2, 3, 6, 5), (2, 1, 1, 1))
+    gi = np.full(x.shape, 7, np.float16)
+    _, ex = padloss.circular_pad2d_backward_get_workspace_size(go, x, p, gi)
+    before = bad.copy()
+    with pytest.raises(padloss.InvalidArgumentError) as info:
+        ex.run(**{name: bad})
+    assert info.value.status == padloss.Status.PARAM_INVALID and info.value.argument == name
+    assert words in str(info.value) and "planned for" in str(info.value)
+    assert (gi == 7).all() and np.array_equal(bits(bad), bits(before))
+
+
+def test_executor_rejects_unknown_buffer_and_short_workspace():
+    go, x, p = _pad_call(np.random.default_rng(2), np.float32, (1, 1, 4, 4), (1, 1, 1, 1))
+    ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, x, p, np.empty_like(x))
+    with pytest.raises(TypeError, match="unexpected buffer 'self'"):
+        ex.run(self=x)
+    with pytest.raises(padloss.InvalidArgumentError, match="needs"):
+        ex.run(workspace=np.empty(ws - 1, np.uint8))
+
+
+# ----------------------------------------------------------------- selection
+
+
+def test_selection_order(plugin, monkeypatch):
+    go, x, p = _pad_call(np.random.default_rng(0), np.float32, (1, 2, 4, 4), (1, 1, 1, 1))
+
+    def ran_on_plugin(**kw):
+        padloss.plan_cache.clear()
+        plugin.compiled.clear()
+        padloss.circular_pad2d_backward(go, x, p, **kw)
+        return bool(plugin.compiled)
+
+    assert not ran_on_plugin()                                   # automatic: numba wins on priority
+    monkeypatch.setenv("PADLOSS_BACKEND", "recording")
+    assert ran_on_plugin()                                       # environment beats automatic
+    with padloss.use_backend("numba"):
+        assert not ran_on_plugin()                               # context beats environment
+        assert ran_on_plugin(backend="recording")                # argument beats context
+    monkeypatch.delenv("PADLOSS_BACKEND")
+    with padloss.use_backend("recording"):
+        assert ran_on_plugin()
+        assert not ran_on_plugin(backend="numba")
+
+
+def test_use_backend_is_per_thread():
+    seen = {}
+
+    def other():
+        from padloss.dispatch import _chosen
+
+        seen["other"] = _chosen.get()
+
+    with padloss.use_backend("numba"):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert seen["other"] is None
+
+
+def test_unknown_and_unavailable_backends_are_clear_errors(plugin):
+    go, x, p = _pad_call(np.random.default_rng(0), np.float32, (1, 2, 4, 4), (1, 1, 1, 1))
+    with pytest.raises(padloss.InvalidArgumentError, match="unknown backend 'nope'.*known:.*numba"):
+        padloss.circular_pad2d_backward(go, x, p, backend="nope")
+    info = {b.name: b for b in padloss.available_backends()}
+    assert info["numba"].available and info["recording"].available
+    assert "broken" not in info
+
+
+def test_plugin_discovered_and_used(plugin):
+    names = [b.name for b in padloss.available_backends()]
+    assert "recording" in names and names.index("numba") < names.index("recording")
+    go, x, p = _pad_call(np.random.default_rng(0), np.float32, (1, 2, 4, 4), (1, 1, 1, 1))
+    out = padloss.circular_pad2d_backward(go, x, p, backend="recording")
+    assert [pr.op for pr in plugin.compiled] == ["circular_pad2d_backward"]
+    np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, x.shape, p)))
+
+
+# ---------------------------------------------------------- on-disk kernels
+
+_FIRST_CALL = """
+import json, numpy as np, padloss
+from padloss_numba.pad_plan import _kernel
+go = np.ones((2, 3, 10, 10), np.float32)
+out = padloss.circular_pad2d_backward(go, np.empty((2, 3, 8, 8), np.float32), (1, 1, 1, 1))
+k = _kernel(2, False)
+print(json.dumps({"hits": sum(k.stats.cache_hits.values()), "misses": sum(k.stats.cache_misses.values()),
+                  "corner": float(out[0, 0, 0, 0])}))
+"""
+
+
+def _fresh_process(cache_dir, **env):
+    env = dict(os.environ, PADLOSS_CACHE_DIR=str(cache_dir), **env)
+    proc = subprocess.run([sys.executable, "-c", _FIRST_CALL], env=env, capture_output=True, text=True,
+                          check=True)
+    return json.loads(proc.stdout)
+
+
+def test_fresh_process_with_warm_disk_cache_does_not_recompile(tmp_path):
+    cold = _fresh_process(tmp_path)
+    assert (cold["hits"], cold["misses"]) == (0, 1) and cold["corner"] == 4.0
+    assert any(tmp_path.rglob("*.nbi"))              # written under PADLOSS_CACHE_DIR
+    warm = _fresh_process(tmp_path, NUMBA_NUM_THREADS="1")
+    assert (warm["hits"], warm["misses"]) == (1, 0) and warm["corner"] == 4.0
+
+
+def test_disk_cache_opt_out(tmp_path):
+    off = _fresh_process(tmp_path, PADLOSS_NUMBA_CACHE="0")
+    assert off["hits"] == 0 and not any(tmp_path.rglob("*.nbi"))
+
+
+def test_warmup_prepares_every_variant(fresh_cache):
+    seconds = padloss.warmup(dtypes=("float32",))
+    assert seconds > 0
+    assert fresh_cache.size == 6   # pad x {serial, parallel} + l1 x {mean, none} x {serial, parallel}
