@@ -36,6 +36,8 @@ ENV_VAR = "PADLOSS_BACKEND"
 # name -> (module, attribute): imported on first use, in this order.
 BUILTIN_BACKENDS: dict[str, tuple[str, str]] = {
     "numba": ("padloss_numba", "backend"),
+    "ascend": ("padloss_ascend", "backend"),
+    "torch": ("padloss_ascend", "torch_backend"),
 }
 
 

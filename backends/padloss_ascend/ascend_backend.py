@@ -1,0 +1,39 @@
+"""The ``ascend`` backend: torch tensors on an Ascend NPU, through torch_npu.
+
+Chosen automatically for ``npu`` tensors. Which plan runs each op (a native
+CANN kernel when one can be reached, else the device-generic torch ops) is
+decided in :mod:`padloss_ascend.npu`, imported with torch on the first compile;
+importing this module imports neither torch nor torch_npu.
+"""
+from __future__ import annotations
+
+import importlib
+
+from padloss.backend import Backend
+from padloss.problem import Problem
+
+from .availability import ascend_availability
+
+OPS = frozenset({"circular_pad2d_backward", "l1_loss_backward"})
+NPU_DTYPES = frozenset({"float16", "bfloat16", "float32"})
+
+
+class AscendBackend(Backend):
+    name = "ascend"
+    priority = 100
+    devices = frozenset({"npu"})
+
+    def availability(self) -> tuple[bool, str]:
+        return ascend_availability()
+
+    def supports(self, problem: Problem) -> str | None:
+        if problem.device_type != "npu":
+            return f"computes on NPU tensors only, the data is on {problem.device}"
+        if problem.op not in OPS:
+            return f"does not implement {problem.op}"
+        if "float64" in (t.dtype for t in problem.tensors):
+            return "float64 is a CPU extension; the Ascend kernels take float16, bfloat16 and float32"
+        return None
+
+    def compile(self, problem: Problem):
+        return importlib.import_module(f"{__package__}.npu").plan_for(problem)
