@@ -12,11 +12,25 @@ from .arrays import Tensor, as_tensor, empty_like_output, shape_and_dtype
 from .errors import invalid_argument, null_argument
 from .executor import Executor, check_output_overlap, make_executor
 from .geometry import axis_rule_violation
+from .memo import ValidatedCalls
 from .problem import Problem
 
 OP = "circular_pad2d_backward"
 BUFFERS = ("grad_output", "grad_input")
 DTYPES = ("float16", "bfloat16", "float32", "float64")  # float64: CPU extension
+
+
+_validated = ValidatedCalls(OP, BUFFERS)
+
+
+def _exact_pads(padding: Any) -> tuple | None:
+    """padding as a memo key part when it is 4 plain ints (a float or a bool
+    equals an int as a dict key, so only exact ints may share a verdict)."""
+    if type(padding) in (tuple, list) and len(padding) == 4:
+        pads = tuple(padding)
+        if all([type(p) is int for p in pads]):
+            return pads
+    return None
 
 
 def _padding(padding: Any) -> tuple[int, int, int, int]:
@@ -96,6 +110,21 @@ def _executor(go: Tensor, gi: Tensor, pads: tuple, backend: str | None) -> Execu
     return make_executor(problem, BUFFERS, (go, gi), backend)
 
 
+def _plan(grad_output: Any, self: Any, padding: Any, grad_input: Any, name: str,
+          backend: str | None) -> Executor:
+    """Phase 1 for a given output (``name`` as the caller called it)."""
+    key = _validated.signature((grad_output, self, grad_input), _exact_pads(padding))
+    known = _validated.tensors(key, (grad_output, grad_input), ("grad_output", name))
+    if known is not None:
+        return make_executor(known[0], BUFFERS, known[1], backend)
+    go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
+    if grad_input is None:
+        raise null_argument(OP, name)
+    executor = _executor(go, _validate_output(grad_input, go, shape, dtype, name), pads, backend)
+    _validated.remember(key, executor.problem)
+    return executor
+
+
 def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padding: Any,
                                                grad_input: Any, *, backend: str | None = None
                                                ) -> tuple[int, Executor]:
@@ -105,10 +134,7 @@ def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padd
     it may be run again, with new buffers of the same metadata passed as
     ``run(grad_output=..., grad_input=...)``.
     """
-    go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
-    if grad_input is None:
-        raise null_argument(OP, "grad_input")
-    executor = _executor(go, _validate_output(grad_input, go, shape, dtype, "grad_input"), pads, backend)
+    executor = _plan(grad_output, self, padding, grad_input, "grad_input", backend)
     return executor.workspace_size, executor
 
 
@@ -122,7 +148,7 @@ def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: A
     same kind as ``grad_output``. float16/bfloat16 are summed in float32 and
     rounded once, half away from zero, as the Ascend kernel does.
     """
-    go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
     if out is None:
+        go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
         out = empty_like_output(go, shape, dtype)
-    return _executor(go, _validate_output(out, go, shape, dtype, "out"), pads, backend).run()
+    return _plan(grad_output, self, padding, out, "out", backend).run()

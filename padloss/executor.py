@@ -141,9 +141,6 @@ def make_executor(problem: Problem, names: tuple[str, ...], tensors: tuple[Tenso
                   requested_backend: str | None) -> Executor:
     """The end of phase 1 for every op: pick the backend, fetch or build the plan."""
     backend = select_backend(problem, requested_backend)
-    if problem.is_empty:
-        plan: Plan = EMPTY_PLAN
-    else:
-        key = (problem, backend.name, backend.cache_context())
-        plan = plan_cache.get_or_build(key, lambda: backend.compile(problem))
+    key = (problem, backend.name, backend.cache_context())
+    plan = plan_cache.get_or_build(key, lambda: EMPTY_PLAN if problem.is_empty else backend.compile(problem))
     return Executor(problem, backend, plan, names, tensors)

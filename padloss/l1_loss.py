@@ -16,6 +16,7 @@ import numpy as np
 from .arrays import Tensor, as_tensor, empty_like_output
 from .errors import invalid_argument, null_argument
 from .executor import Executor, check_output_overlap, make_executor
+from .memo import ValidatedCalls
 from .problem import Problem
 
 OP = "l1_loss_backward"
@@ -127,6 +128,30 @@ def _executor(inputs: tuple[Tensor, ...], gi: Tensor, code: int, backend: str | 
     return make_executor(problem, BUFFERS, tensors, backend)
 
 
+_validated = ValidatedCalls(OP, BUFFERS)
+
+
+def _reduction_key(reduction: Any) -> Any:
+    """reduction as a memo key part when it is a str or an exact int (True == 1 as a key)."""
+    return reduction if type(reduction) in (str, int) else None
+
+
+def _plan(grad_output: Any, self: Any, target: Any, reduction: Any, grad_input: Any, name: str,
+          backend: str | None) -> Executor:
+    """Phase 1 for a given output (``name`` as the caller called it)."""
+    buffers = (grad_output, self, target, grad_input)
+    key = _validated.signature(buffers, _reduction_key(reduction))
+    known = _validated.tensors(key, buffers, INPUTS + (name,))
+    if known is not None:
+        return make_executor(known[0], BUFFERS, known[1], backend)
+    inputs, code, shape, _ = _validate_inputs(grad_output, self, target, reduction)
+    if grad_input is None:
+        raise null_argument(OP, name)
+    executor = _executor(inputs, _validate_output(grad_input, inputs, shape, name), code, backend)
+    _validated.remember(key, executor.problem)
+    return executor
+
+
 def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any, reduction: Any,
                                         grad_input: Any, *, backend: str | None = None
                                         ) -> tuple[int, Executor]:
@@ -136,10 +161,7 @@ def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any
     may be run again, with new buffers of the same metadata passed by name
     (``run(grad_output=..., self=..., target=..., grad_input=...)``).
     """
-    inputs, code, shape, _ = _validate_inputs(grad_output, self, target, reduction)
-    if grad_input is None:
-        raise null_argument(OP, "grad_input")
-    executor = _executor(inputs, _validate_output(grad_input, inputs, shape, "grad_input"), code, backend)
+    executor = _plan(grad_output, self, target, reduction, grad_input, "grad_input", backend)
     return executor.workspace_size, executor
 
 
@@ -154,7 +176,7 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     output dtype. Returns ``out`` (any float dtype; written in place) or a new
     array/tensor of dtype P and the kind of ``self``.
     """
-    inputs, code, shape, dtype = _validate_inputs(grad_output, self, target, reduction)
     if out is None:
+        inputs, _, shape, dtype = _validate_inputs(grad_output, self, target, reduction)
         out = empty_like_output(inputs[1], shape, dtype)
-    return _executor(inputs, _validate_output(out, inputs, shape, "out"), code, backend).run()
+    return _plan(grad_output, self, target, reduction, out, "out", backend).run()

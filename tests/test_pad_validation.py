@@ -116,3 +116,23 @@ def test_float64_and_bfloat16_accepted():
     for dt in (np.float64, ml_dtypes.bfloat16):
         out = padloss.circular_pad2d_backward(np.ones((1, 1, 4), dt), np.empty((1, 1, 2), dt), [1, 1, 0, 0])
         assert out.dtype == dt and out.tolist() == [[[2.0, 2.0]]]
+
+
+def test_rules_hold_for_a_signature_validated_before():
+    """A repeated call skips re-validating its metadata (padloss.memo), but never a
+    rule that depends on the values or the buffers themselves."""
+    go, x, pads, out = good()
+    padloss.circular_pad2d_backward(go, x, tuple(pads), out=out)          # remembered
+    with pytest.raises(padloss.InvalidArgumentError, match="integers"):
+        padloss.circular_pad2d_backward(go, x, (2.0, 2, 1, 1), out=out)   # 2.0 == 2 as a dict key
+    with pytest.raises(padloss.InvalidArgumentError, match="integers"):
+        padloss.circular_pad2d_backward(go, x, (True, 2, 1, 1), out=np.zeros((2, 3, 5, 5), F32))
+    before = out.copy()
+    out.flags.writeable = False
+    with pytest.raises(padloss.InvalidArgumentError, match="read-only"):
+        padloss.circular_pad2d_backward(go, x, tuple(pads), out=out)
+    buf = np.ones((2, 3, 7, 9), F32)
+    alias = np.lib.stride_tricks.as_strided(buf, out.shape, out.strides)   # same metadata as out
+    with pytest.raises(padloss.InvalidArgumentError, match="shares memory"):
+        padloss.circular_pad2d_backward(buf, x, tuple(pads), out=alias)
+    np.testing.assert_array_equal(out, before)
