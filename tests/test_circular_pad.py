@@ -3,10 +3,6 @@ the spec's worked example, the NumPy model in padloss.reference (bit-exact), and
 PyTorch autograd of F.pad(mode="circular") (tolerance)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -16,8 +12,8 @@ from hypothesis import strategies as st
 
 import padloss
 from padloss import reference
-from padloss.geometry import axis_rule_violation
 from layouts import LAYOUTS, bits, with_layout
+from shared import json_at_thread_counts, pad_axis
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32,
           "float64": np.float64}
@@ -59,20 +55,11 @@ def test_two_phase_form_and_repeat_runs():
 
 
 @st.composite
-def axis(draw, max_size=9):
-    size = draw(st.integers(1, max_size))
-    valid = [(a, b) for a in range(-size, size) for b in range(-size, size)
-             if axis_rule_violation(size, a, b) is None]
-    before, after = draw(st.sampled_from(valid))
-    return size, before, after
-
-
-@st.composite
 def pad_case(draw):
     dtype = draw(st.sampled_from(sorted(DTYPES)))
     lead = draw(st.sampled_from([(), (1,), (0,), (2,), (3,)]))  # () -> rank 3 with C below
     channels = draw(st.integers(1, 3))
-    (h, top, bottom), (w, left, right) = draw(axis()), draw(axis())
+    (h, top, bottom), (w, left, right) = draw(pad_axis()), draw(pad_axis())
     shape = lead + (channels, h, w)
     if len(shape) == 3 and shape[0] == 0:
         shape = (1,) + shape[1:]
@@ -163,11 +150,5 @@ print(json.dumps({"threads": numba.get_num_threads(), "digests": digests}))
 
 
 def test_bits_do_not_depend_on_thread_count():
-    runs = {}
-    for n in (1, 2):
-        env = dict(os.environ, NUMBA_NUM_THREADS=str(n))
-        proc = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], env=env, capture_output=True,
-                              text=True, check=True)
-        runs[n] = json.loads(proc.stdout)
-        assert runs[n]["threads"] == n
+    runs = json_at_thread_counts(_THREADS_SCRIPT)
     assert runs[1]["digests"] == runs[2]["digests"]

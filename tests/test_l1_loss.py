@@ -3,10 +3,6 @@ hand-worked values, the NumPy model in padloss.reference (bit-exact), and
 PyTorch autograd of F.l1_loss (tolerance)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -16,6 +12,7 @@ from hypothesis import strategies as st
 
 import padloss
 from padloss import reference
+from shared import json_at_thread_counts
 from layouts import LAYOUTS, bits, with_layout
 from padloss_numba.l1_kernel import RANK
 from padloss_numba.l1_plan import L1LossBackwardPlan, coalesce
@@ -300,11 +297,5 @@ print(json.dumps({"threads": numba.get_num_threads(), "digests": digests}))
 
 
 def test_bits_do_not_depend_on_thread_count():
-    runs = {}
-    for n in (1, 2):
-        env = dict(os.environ, NUMBA_NUM_THREADS=str(n))
-        proc = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], env=env, capture_output=True,
-                              text=True, check=True)
-        runs[n] = json.loads(proc.stdout)
-        assert runs[n]["threads"] == n
+    runs = json_at_thread_counts(_THREADS_SCRIPT)
     assert runs[1]["digests"] == runs[2]["digests"]

@@ -17,10 +17,10 @@ import padloss  # noqa: E402
 from padloss import reference  # noqa: E402
 from padloss.arrays import TensorMeta  # noqa: E402
 from padloss.dispatch import select_backend  # noqa: E402
-from padloss.geometry import axis_rule_violation  # noqa: E402
 from padloss.problem import Problem  # noqa: E402
 from padloss_ascend.torch_rounding import round_half_away_from_zero, round_nearest_even  # noqa: E402
 from layouts import bits, with_layout  # noqa: E402
+from shared import pad_axis  # noqa: E402
 
 NUMPY = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32,
          "float64": np.float64, "bool": np.bool_, "int8": np.int8, "int16": np.int16,
@@ -88,15 +88,6 @@ def random_integers(rng, shape, dtype: str) -> np.ndarray:
 
 
 # --- circular_pad2d_backward ---------------------------------------------------------------------
-
-
-@st.composite
-def pad_axis(draw, max_size=9):
-    size = draw(st.integers(1, max_size))
-    valid = [(a, b) for a in range(-size, size) for b in range(-size, size)
-             if axis_rule_violation(size, a, b) is None]
-    before, after = draw(st.sampled_from(valid))
-    return size, before, after
 
 
 @st.composite

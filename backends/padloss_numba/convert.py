@@ -235,36 +235,30 @@ def _ol_load(kind, x):
     return lambda kind, x: np.float64(x)
 
 
-@overload(store_nearest_even, prefer_literal=True, inline="always")
-def _ol_store_nearest_even(kind, v):
-    k = _literal_kind(kind)
-    _require_float(v)
-    wide = v == types.float64
-    narrow = {
-        F16: f64_to_f16_bits_rne if wide else f32_to_f16_bits_rne,
-        BF16: f64_to_bf16_bits_rne if wide else f32_to_bf16_bits_rne,
-    }.get(k)
-    if narrow is not None:
-        return lambda kind, v: narrow(v)
-    if k == F32:
-        return lambda kind, v: np.float32(v)
-    return lambda kind, v: np.float64(v)
+def _store_overload(f16_narrowers, bf16_narrowers):
+    """The typing of a store: for float16/bfloat16 the (from float32, from float64)
+    narrowing helper that matches ``v``; float32 and float64 are plain casts (so a
+    float64 -> float32 store rounds to nearest even whatever the mode)."""
+
+    def typing(kind, v):
+        k = _literal_kind(kind)
+        _require_float(v)
+        wide = int(v == types.float64)
+        narrow = {F16: f16_narrowers[wide], BF16: bf16_narrowers[wide]}.get(k)
+        if narrow is not None:
+            return lambda kind, v: narrow(v)
+        if k == F32:
+            return lambda kind, v: np.float32(v)
+        return lambda kind, v: np.float64(v)
+
+    return typing
 
 
-@overload(store_half_away, prefer_literal=True, inline="always")
-def _ol_store_half_away(kind, v):
-    k = _literal_kind(kind)
-    _require_float(v)
-    wide = v == types.float64
-    narrow = {
-        F16: f64_to_f16_bits_half_away if wide else f32_to_f16_bits_half_away,
-        BF16: f64_to_bf16_bits_half_away if wide else f32_to_bf16_bits_half_away,
-    }.get(k)
-    if narrow is not None:
-        return lambda kind, v: narrow(v)
-    if k == F32:
-        return lambda kind, v: np.float32(v)  # float64 -> float32 is a plain (RNE) cast
-    return lambda kind, v: np.float64(v)
+overload(store_nearest_even, prefer_literal=True, inline="always")(_store_overload(
+    (f32_to_f16_bits_rne, f64_to_f16_bits_rne), (f32_to_bf16_bits_rne, f64_to_bf16_bits_rne)))
+overload(store_half_away, prefer_literal=True, inline="always")(_store_overload(
+    (f32_to_f16_bits_half_away, f64_to_f16_bits_half_away),
+    (f32_to_bf16_bits_half_away, f64_to_bf16_bits_half_away)))
 
 
 # Entry points so the API also works when called from plain Python (e.g. in a REPL).

@@ -1,0 +1,35 @@
+"""Test helpers used by several test modules: a strategy for one circularly padded
+axis, and running a script at several Numba thread counts."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from hypothesis import strategies as st
+
+from padloss.geometry import axis_rule_violation
+
+
+@st.composite
+def pad_axis(draw, max_size=9):
+    """(size, pad_before, pad_after) for one axis, negative (cropping) pads included."""
+    size = draw(st.integers(1, max_size))
+    valid = [(a, b) for a in range(-size, size) for b in range(-size, size)
+             if axis_rule_violation(size, a, b) is None]
+    before, after = draw(st.sampled_from(valid))
+    return size, before, after
+
+
+def json_at_thread_counts(script: str, counts=(1, 2)) -> dict[int, dict]:
+    """Run ``script`` (which prints one JSON object with a "threads" key) in a fresh
+    process per NUMBA_NUM_THREADS value; check each ran at its count."""
+    runs = {}
+    for n in counts:
+        env = dict(os.environ, NUMBA_NUM_THREADS=str(n))
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                              check=True)
+        runs[n] = json.loads(proc.stdout)
+        assert runs[n]["threads"] == n
+    return runs
