@@ -33,5 +33,12 @@ def with_layout(values: np.ndarray, layout: str) -> np.ndarray:
 
 
 def bits(a: np.ndarray) -> np.ndarray:
-    """The raw bit patterns of ``a`` (NaN payloads and signed zeros compare exactly)."""
-    return np.ascontiguousarray(a).view(f"u{a.itemsize}")
+    """The bit patterns of ``a``, for exact comparison: signed zeros, infinities and
+    every rounding compare exactly. NaNs all become one pattern: their sign and
+    payload are not part of the contract (IEEE leaves them to the hardware, and
+    LLVM may swap the operands of an add, which picks which NaN survives)."""
+    a = np.ascontiguousarray(a)
+    raw = a.view(f"u{a.itemsize}").copy()
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        raw[np.isnan(a)] = np.iinfo(raw.dtype).max
+    return raw
