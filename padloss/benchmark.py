@@ -5,12 +5,29 @@ kernel and its ceiling must be timed in the same rounds: each round times
 every candidate once (median of a few calls), and ratios are taken per round,
 then their median is quoted. Effective bandwidth counts bytes read + written
 by the op (each input once, the output once), divided by time.
+
+The second half holds what ``padloss bench`` measures: a :class:`Workload` is
+one op on one dtype and shape, with the callables that compute it (each
+padloss backend, PyTorch CPU autograd and the NumPy reference as peers) and
+the streaming ceiling of its read/write mix.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 import statistics
+import subprocess
+import sys
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, Mapping, NamedTuple
+
+import numpy as np
+
+from . import reference
+from .arrays import numpy_dtype
+from .circular_pad import circular_pad2d_backward, circular_pad2d_backward_get_workspace_size
+from .errors import PadlossError
+from .l1_loss import l1_loss_backward, l1_loss_backward_get_workspace_size
 
 
 class Result(NamedTuple):
@@ -39,16 +56,30 @@ def time_round(fn: Callable[[], object], calls: int) -> float:
     return statistics.median(samples)
 
 
+def calls_per_round(fn: Callable[[], object], round_s: float, max_calls: int = 20_000) -> int:
+    """How many back-to-back calls of ``fn`` fill about ``round_s`` seconds (at
+    least one), from the fastest of a few timed calls (one when a call is
+    slow); they double as a warm-up."""
+    fastest = time_round(fn, 1)
+    if fastest < round_s / 10:
+        fastest = min(fastest, *(time_round(fn, 1) for _ in range(5)))
+    return max(1, min(max_calls, int(round_s / max(fastest, 1e-7))))
+
+
 def interleaved(candidates: dict[str, tuple[Callable[[], object], int]], rounds: int = 7,
-                calls: int = 5, warmup: int = 2) -> dict[str, Result]:
-    """Time every candidate (name -> (fn, bytes moved)) once per round, in turn."""
+                calls: int | Mapping[str, int] = 5, warmup: int = 2) -> dict[str, Result]:
+    """Time every candidate (name -> (fn, bytes moved)) once per round, in turn.
+
+    ``calls`` per round is one number for all, or one per name (fast and slow
+    candidates then each fill a round of similar length)."""
     for fn, _ in candidates.values():
         for _ in range(warmup):
             fn()
+    per_round = calls if isinstance(calls, Mapping) else dict.fromkeys(candidates, calls)
     seconds: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(rounds):
         for name, (fn, _) in candidates.items():
-            seconds[name].append(time_round(fn, calls))
+            seconds[name].append(time_round(fn, per_round[name]))
     return {name: Result(name, nbytes, seconds[name]) for name, (_, nbytes) in candidates.items()}
 
 
@@ -60,3 +91,230 @@ def ratio(a: Result, b: Result) -> float:
 def speedup(a: Result, b: Result) -> float:
     """Median over rounds of (b's time / a's time): how many times faster a is."""
     return statistics.median(tb / ta for ta, tb in zip(a.seconds, b.seconds))
+
+
+def cpu_seconds() -> tuple[float, float, float] | None:
+    """(wall clock, CPU seconds used by all processes, by this one and its
+    children), or None where /proc/stat is missing (not Linux). Two samples
+    tell how busy other processes kept the machine in between: on 2 cores,
+    one busy core makes every parallel call wait for the scheduler."""
+    import resource
+
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]
+    except OSError:
+        return None
+    own = sum(getattr(resource.getrusage(who), field) for who in
+              (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for field in ("ru_utime", "ru_stime"))
+    busy = sum(ticks) - ticks[3] - ticks[4]   # all but idle and iowait
+    return time.perf_counter(), busy / os.sysconf("SC_CLK_TCK"), own
+
+
+def others_busy_cores(start: tuple | None, end: tuple | None) -> float | None:
+    """Cores other processes kept busy, on average, between two cpu_seconds()."""
+    if start is None or end is None:
+        return None
+    wall, everyone, own = (b - a for a, b in zip(start, end))
+    return max(0.0, (everyone - own) / wall)
+
+
+# ---------------------------------------------------------------------------
+# What ``padloss bench`` measures.
+
+SIZES = {"tiny": (2, 3, 8, 8), "medium": (4, 16, 128, 128), "large": (8, 64, 256, 256)}
+"""self's shape by size name: call-overhead-bound, cache-resident (1 Mi
+elements), and 2**25 elements: 64 MiB a tensor even in float16, so that the
+buffers of one size and dtype (the op's, the ceiling's, torch's) do not fit
+in this machine's L3 together; at 2**24 a float16 copy still ran from it."""
+PADDING = (3, 3, 3, 3)
+DTYPES = ("float32", "float16", "bfloat16")
+TORCH_AUTOGRAD = "pytorch autograd"
+TORCH_NATIVE = "pytorch reflect bwd"
+REFERENCE = "numpy reference"
+CEILING = "ceiling"
+
+_FIRST_RESULT = """
+import time
+import numpy as np
+t0 = time.perf_counter()
+import padloss
+padloss.circular_pad2d_backward(np.ones((2, 3, 14, 14), np.float32), np.empty((2, 3, 8, 8), np.float32),
+                                (3, 3, 3, 3))
+print(time.perf_counter() - t0)
+"""
+
+
+def torch_installed() -> bool:
+    """Whether torch can be imported (it is not imported here)."""
+    return importlib.util.find_spec("torch") is not None
+
+
+def _random(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
+    """Normal values; a block of 2**20 repeated (the kernels' speed does not
+    depend on the values, and drawing 2**25 of them takes a second)."""
+    block = np.random.default_rng(seed).standard_normal(1 << 20, dtype=np.float32).astype(numpy_dtype(dtype))
+    return np.resize(block, shape)
+
+
+def _as_torch(a: np.ndarray):
+    """A torch tensor sharing ``a``'s memory (bfloat16 through its bits)."""
+    import torch
+
+    if a.dtype == numpy_dtype("bfloat16"):
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+class Workload:
+    """One op on one dtype and shape: its buffers (allocated and filled once),
+    the bytes a call reads and writes, and the callables that compute it."""
+
+    op: str
+    label: str
+    ceiling_inputs: int   # streams the ceiling reads to match the op's read/write mix
+    nbytes: int
+    out: np.ndarray
+
+    def padloss(self, backend: str | None) -> Callable[[], object]:
+        """The one-shot call into the preallocated output."""
+        raise NotImplementedError
+
+    def executor(self, backend: str | None = None):
+        """A planned executor (phase 1 done) whose ``run()`` repeats the call."""
+        raise NotImplementedError
+
+    def reference(self) -> Callable[[], object]:
+        raise NotImplementedError
+
+    def torch_autograd(self) -> Callable[[], object]:
+        """PyTorch's backward of the same forward op, the graph built once."""
+        raise NotImplementedError
+
+    def torch_native(self) -> Callable[[], object] | None:
+        """A native PyTorch kernel of the closest op, where there is one."""
+        return None
+
+    def ceiling(self) -> tuple[Callable[[], object], int]:
+        """The streaming kernel of the same read/write mix moving about the same
+        bytes, and the bytes it moves."""
+        from padloss_numba.stream import make_stream
+
+        streams = self.ceiling_inputs + 1
+        words = max(1, self.nbytes // (4 * streams))   # float32 words per stream
+        return make_stream(self.ceiling_inputs, words), 4 * words * streams
+
+
+class PadWorkload(Workload):
+    op = label = "circular_pad2d_backward"
+    ceiling_inputs = 1   # a copy
+
+    def __init__(self, dtype: str, shape: tuple[int, ...], padding: tuple[int, ...] = PADDING):
+        left, right, top, bottom = padding
+        self.padding = tuple(padding)
+        padded = shape[:-2] + (shape[-2] + top + bottom, shape[-1] + left + right)
+        self.grad_output = _random(padded, dtype, 0)
+        self.out = np.empty(shape, self.grad_output.dtype)
+        self.nbytes = self.grad_output.nbytes + self.out.nbytes
+
+    def padloss(self, backend):
+        go, out, pads = self.grad_output, self.out, self.padding
+        return lambda: circular_pad2d_backward(go, out, pads, out=out, backend=backend)
+
+    def executor(self, backend=None):
+        go, out = self.grad_output, self.out
+        return circular_pad2d_backward_get_workspace_size(go, out, self.padding, out, backend=backend)[1]
+
+    def reference(self):
+        go, shape, pads = self.grad_output, self.out.shape, self.padding
+        return lambda: reference.circular_pad2d_backward(go, shape, pads)
+
+    def torch_autograd(self):
+        import torch
+
+        go = _as_torch(self.grad_output)
+        x = torch.zeros(self.out.shape, dtype=go.dtype, requires_grad=True)
+        y = torch.nn.functional.pad(x, self.padding, mode="circular")
+        return lambda: torch.autograd.grad(y, x, go, retain_graph=True)
+
+    def torch_native(self):
+        """reflection_pad2d_backward: same shapes and a similar gather (PyTorch
+        has no native circular-pad backward; autograd composes it from slices)."""
+        import torch
+
+        go = _as_torch(self.grad_output)
+        x = torch.empty(self.out.shape, dtype=go.dtype)
+        pads = list(self.padding)
+        return lambda: torch.ops.aten.reflection_pad2d_backward(go, x, pads)
+
+
+class L1Workload(Workload):
+    op = "l1_loss_backward"
+
+    def __init__(self, dtype: str, shape: tuple[int, ...], reduction: str = "mean"):
+        self.reduction = reduction
+        self.label = f"l1_loss_backward ({reduction})"
+        self.ceiling_inputs = 3 if reduction == "none" else 2   # mean/sum: grad_output is 0-d
+        self.grad_output = _random(shape if reduction == "none" else (), dtype, 0)
+        self.self_ = _random(shape, dtype, 1)
+        self.target = _random(shape, dtype, 2)
+        self.out = np.empty(shape, self.self_.dtype)
+        self.nbytes = sum(a.nbytes for a in (self.grad_output, self.self_, self.target, self.out))
+
+    def padloss(self, backend):
+        go, x, t, reduction, out = self.grad_output, self.self_, self.target, self.reduction, self.out
+        return lambda: l1_loss_backward(go, x, t, reduction, out=out, backend=backend)
+
+    def executor(self, backend=None):
+        go, x, t, out = self.grad_output, self.self_, self.target, self.out
+        return l1_loss_backward_get_workspace_size(go, x, t, self.reduction, out, backend=backend)[1]
+
+    def reference(self):
+        go, x, t, reduction = self.grad_output, self.self_, self.target, self.reduction
+        return lambda: reference.l1_loss_backward(go, x, t, reduction)
+
+    def torch_autograd(self):
+        import torch
+
+        x = _as_torch(self.self_).clone().requires_grad_()
+        loss = torch.nn.functional.l1_loss(x, _as_torch(self.target), reduction=self.reduction)
+        go = _as_torch(self.grad_output)
+        return lambda: torch.autograd.grad(loss, x, go, retain_graph=True)
+
+
+def candidates(w: Workload, backends: list[str], *, torch: bool, reference: bool
+               ) -> tuple[dict[str, tuple[Callable[[], object], int]], dict[str, str]]:
+    """What computes ``w`` (name -> (fn, bytes moved)), the ceiling last, and
+    name -> why a backend left out refused. Each padloss backend is called once
+    here, so the kernel is compiled (or loaded) before any timing."""
+    found: dict[str, tuple[Callable[[], object], int]] = {}
+    refused: dict[str, str] = {}
+    for backend in backends:
+        name, fn = f"padloss {backend}", w.padloss(backend)
+        try:
+            fn()
+        except PadlossError as exc:
+            refused[name] = str(exc)
+            continue
+        found[name] = (fn, w.nbytes)
+    if torch:
+        found[TORCH_AUTOGRAD] = (w.torch_autograd(), w.nbytes)
+        native = w.torch_native()
+        if native is not None:
+            found[TORCH_NATIVE] = (native, w.nbytes)
+    if reference:
+        found[REFERENCE] = (w.reference(), w.nbytes)
+    found[CEILING] = w.ceiling()
+    return found, refused
+
+
+def first_result_s(runs: int = 3) -> float:
+    """Seconds from ``import padloss`` to a first result, in a fresh interpreter
+    (numpy already imported) with a warm compile cache: the median of ``runs``
+    after one run that warms the cache."""
+    times = []
+    for _ in range(runs + 1):
+        done = subprocess.run([sys.executable, "-c", _FIRST_RESULT], capture_output=True, text=True,
+                              check=True)
+        times.append(float(done.stdout))
+    return statistics.median(times[1:])

@@ -1,43 +1,517 @@
-"""The ``padloss`` command line.
+"""The ``padloss`` command line: ``info``, ``check`` and ``bench``.
 
-With no arguments it shows the op working: the spec's worked example, then
-one timed call on a real-sized tensor.
+``padloss`` alone runs ``padloss bench --quick``, the main job: both ops timed
+against their peers and against the memory-bandwidth ceiling of this machine.
+torch is optional everywhere: it is imported only by ``bench``, and only when
+it is installed.
 """
 from __future__ import annotations
 
 import argparse
-import time
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+from typing import Any, Callable, NamedTuple, TextIO
 
+import ml_dtypes
 import numpy as np
 
 import padloss
+from padloss import benchmark, reference
+from padloss.arrays import numpy_dtype
+
+THP_VAR = "THP_MEM_ALLOC_ENABLE"   # torch's huge-page allocator; read when torch starts
+MATPLOTLIB_MISSING = 2             # exit status of ``bench --plot`` without matplotlib
+NO_SUBCOMMAND = ["bench", "--quick"]
 
 
-def _demo() -> int:
-    go = np.ones((1, 1, 7), np.float32)
-    out = padloss.circular_pad2d_backward(go, np.empty((1, 1, 5), np.float32), [1, 1, 0, 0])
-    print("spec example: gradOutput [[[1 1 1 1 1 1 1]]], padding [1, 1, 0, 0]")
-    print(f"  gradInput {out.astype(int).tolist()}  (spec: [[[2, 1, 1, 1, 2]]])")
-    shape, pads = (16, 64, 256, 256), (3, 3, 3, 3)
-    go = np.random.default_rng(0).standard_normal((16, 64, 262, 262), dtype=np.float32)
-    out = np.empty(shape, np.float32)
-    t0 = time.perf_counter()
-    padloss.circular_pad2d_backward(go, out, pads, out=out)
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        padloss.circular_pad2d_backward(go, out, pads, out=out)
-        times.append(time.perf_counter() - t0)
-    t = float(np.median(times))
-    gbytes = (go.nbytes + out.nbytes) / 1e9
-    print(f"float32 {shape}, padding {list(pads)}: first call {first * 1e3:.0f} ms, "
-          f"then median {t * 1e3:.1f} ms = {gbytes / t:.1f} GB/s read+written")
+# ---------------------------------------------------------------------------- info
+
+def _versions() -> str:
+    parts = [f"Python {platform.python_version()}"]
+    for dist in ("numpy", "numba", "ml_dtypes", "torch", "torch_npu"):
+        try:
+            parts.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return ", ".join(parts)
+
+
+def _numba_threads() -> tuple[str, int]:
+    """(threading layer, thread count); the layer is only known after a parallel launch."""
+    import numba
+    from padloss_numba.stream import make_stream
+
+    make_stream(1, 1)
+    return numba.threading_layer(), numba.get_num_threads()
+
+
+def _compile_cache() -> str:
+    from padloss_numba import disk_cache
+
+    folder = disk_cache.cache_dir()
+    files = [p for p in folder.glob("*") if p.is_file()] if folder.is_dir() else []
+    state = "on" if disk_cache.ENABLED else "off (PADLOSS_NUMBA_CACHE=0)"
+    size = sum(p.stat().st_size for p in files) / 1e6
+    return f"{folder} ({state}; {len(files)} files, {size:.1f} MB)"
+
+
+def info(args: argparse.Namespace) -> int:
+    print(f"padloss {padloss.__version__} ({_versions()})")
+    print("backends, highest priority first:")
+    for b in padloss.available_backends():
+        state = "available" if b.available else "unavailable"
+        devices = ",".join(b.devices) or "-"
+        row = f"  {b.name:10} {state:11} priority {b.priority:<4} automatic for {devices:5}  {b.reason}"
+        print(row.rstrip())
+    layer, threads = _numba_threads()
+    print(f"numba: threading layer {layer}, {threads} threads ({os.cpu_count()} CPUs)")
+    print(f"compile cache: {_compile_cache()}")
+    cache = padloss.plan_cache
+    print(f"plan cache (this process): {cache.size} of {cache.max_size} plans, "
+          f"{cache.hits} hits, {cache.misses} misses")
     return 0
 
 
+# ---------------------------------------------------------------------------- check
+
+CHECK_DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+def _values(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
+    """Normal values with infinities, NaNs, signed zeros and half-overflow values sprinkled in."""
+    dt = numpy_dtype(dtype)
+    x = np.random.default_rng(seed).standard_normal(shape) * 4
+    flat = x.reshape(-1)
+    flat[::17] = float(ml_dtypes.finfo(dt).max) / 2
+    flat[3::29], flat[5::31], flat[7::37], flat[11::13] = np.inf, -np.inf, np.nan, -0.0
+    return x.astype(dt)
+
+
+class CheckCase(NamedTuple):
+    op: str
+    name: str
+    dtype: str
+    compute: Callable[[str], Any]         # backend name -> padloss's result
+    expected: Callable[[], np.ndarray]    # padloss.reference's result
+
+
+def _pad_case(name: str, dtype: str, shape: tuple, pads: tuple, layout: str = "contiguous") -> CheckCase:
+    left, right, top, bottom = pads
+    padded = shape[:-2] + (shape[-2] + top + bottom, shape[-1] + left + right)
+    if layout == "strided":       # every other column of a wider array
+        go = _values(padded[:-1] + (2 * padded[-1],), dtype, 0)[..., ::2]
+    elif layout == "channels-last":
+        go = np.moveaxis(_values((padded[0],) + padded[2:] + (padded[1],), dtype, 0), -1, 1)
+    else:
+        go = _values(padded, dtype, 0)
+
+    def compute(backend: str):
+        out = np.full(shape, 7, go.dtype)   # anything left unwritten shows up
+        return padloss.circular_pad2d_backward(go, out, pads, out=out, backend=backend)
+
+    return CheckCase("circular_pad2d_backward", name, dtype, compute,
+                     lambda: reference.circular_pad2d_backward(go, shape, pads))
+
+
+def _l1_case(name: str, dtype: str, shapes: tuple, reduction: str, *, target_dtype: str | None = None,
+             out_dtype: str | None = None, strided: bool = False) -> CheckCase:
+    gshape, xshape, tshape = shapes
+    go = _values(gshape, dtype, 0)
+    x = _values(xshape[:-1] + (2 * xshape[-1],), dtype, 1)[..., ::2] if strided else _values(xshape, dtype, 1)
+    if target_dtype is None:
+        t = _values(tshape, dtype, 2)
+    else:                                                # small integers, some equal to self
+        t = np.random.default_rng(2).integers(-2, 3, tshape).astype(target_dtype)
+    if xshape == tshape and target_dtype is None:
+        t.reshape(-1)[::7] = x.reshape(-1)[::7]          # equal values: sign 0
+    out_dt = numpy_dtype(out_dtype) if out_dtype else np.dtype(reference.promote(go.dtype, x.dtype, t.dtype))
+
+    def compute(backend: str):
+        out = np.full(np.broadcast_shapes(gshape, xshape, tshape), 7, out_dt)
+        return padloss.l1_loss_backward(go, x, t, reduction, out=out, backend=backend)
+
+    return CheckCase("l1_loss_backward", name, dtype, compute,
+                     lambda: reference.l1_loss_backward(go, x, t, reduction, out_dtype=out_dt))
+
+
+def check_cases() -> list[CheckCase]:
+    """A spread of calls: both ranks, cropping and wrapping pads, strided and
+    broadcast inputs, every reduction, serial and parallel sizes, every dtype."""
+    cases = []
+    for dt in CHECK_DTYPES:
+        other = "float16" if dt != "float16" else "float32"
+        cases += [
+            _pad_case("3-D (1, 1, 5), pads (1, 1, 0, 0)", dt, (1, 1, 5), (1, 1, 0, 0)),
+            _pad_case("(2, 3, 8, 8), pads 3", dt, (2, 3, 8, 8), (3, 3, 3, 3)),
+            _pad_case("asymmetric pads (5, 2, 4, 7)", dt, (2, 4, 16, 24), (5, 2, 4, 7)),
+            _pad_case("negative pads crop (-2, 3, 1, -1)", dt, (2, 3, 9, 10), (-2, 3, 1, -1)),
+            _pad_case("pads = size - 1", dt, (1, 2, 5, 6), (5, 5, 4, 4)),
+            _pad_case("strided grad_output", dt, (2, 3, 8, 8), (2, 1, 1, 2), "strided"),
+            _pad_case("parallel (4, 16, 64, 64)", dt, (4, 16, 64, 64), (1, 2, 3, 4)),
+            _pad_case("parallel, channels-last", dt, (4, 16, 64, 64), (3, 3, 3, 3), "channels-last"),
+        ]
+        same = ((2, 3, 8, 8),) * 3
+        cases += [
+            _l1_case("none", dt, same, "none"),
+            _l1_case("mean, 0-d grad_output", dt, ((), (2, 3, 8, 8), (2, 3, 8, 8)), "mean"),
+            _l1_case("sum, 0-d grad_output", dt, ((), (5, 7), (5, 7)), "sum"),
+            _l1_case("broadcast (4,5,6) (4,1,6) (5,1)", dt, ((4, 5, 6), (4, 1, 6), (5, 1)), "none"),
+            _l1_case("int32 target", dt, same, "none", target_dtype="int32"),
+            _l1_case(f"out in {other}", dt, same, "mean", out_dtype=other),
+            _l1_case("strided self", dt, same, "none", strided=True),
+            _l1_case("parallel mean, broadcast target", dt, ((), (64, 1024), (1024,)), "mean"),
+            _l1_case("parallel none (4, 16, 64, 64)", dt, ((4, 16, 64, 64),) * 3, "none"),
+        ]
+    return cases
+
+
+def differing(got: Any, want: np.ndarray) -> int:
+    """Elements whose bits differ (two NaNs match whatever their payload)."""
+    got = np.asarray(got)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return max(want.size, 1)
+    bits = np.dtype(f"u{got.itemsize}")
+    same = got.view(bits) == want.view(bits)
+    nan = np.isnan(got.astype(np.float64)) & np.isnan(want.astype(np.float64))
+    return int(np.count_nonzero(~(same | nan)))
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    cell = lambda r, i: r[i].rjust(widths[i]) if i in right else r[i].ljust(widths[i])  # noqa: E731
+    return "\n".join("  ".join(cell(r, i) for i in range(len(header))).rstrip() for r in [header] + rows)
+
+
+def check(args: argparse.Namespace) -> int:
+    backends = [b.name for b in padloss.available_backends() if b.available]
+    print(f"padloss check: both ops on {', '.join(backends)} against padloss.reference, "
+          f"bit for bit (NaN payloads aside)")
+    rows, notes, failed = [], [], 0
+    for case in check_cases():
+        want = case.expected()
+        cells = []
+        for backend in backends:
+            try:
+                bad = differing(case.compute(backend), want)
+            except padloss.PadlossError as exc:
+                cells.append("n/a")
+                notes.append(f"n/a  {backend}, {case.op} {case.name}, {case.dtype}: {exc}")
+                continue
+            except Exception as exc:   # a crash is a failure too, reported with the rest
+                cells.append("ERROR")
+                notes.append(f"ERROR  {backend}, {case.op} {case.name}, {case.dtype}: {exc!r}")
+                failed += 1
+                continue
+            cells.append("ok" if not bad else f"MISMATCH {bad}/{want.size}")
+            failed += bool(bad)
+        rows.append([case.op, case.name, case.dtype] + cells)
+    print(_table(["op", "case", "dtype"] + backends, rows))
+    for note in notes:
+        print(note)
+    checked = len(rows) * len(backends)
+    print(f"{failed} of {checked} checks failed" if failed else f"all {checked} checks match")
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------------------- bench
+
+class Progress:
+    """A one-line bar on stderr, redrawn in place (only on a terminal)."""
+
+    WIDTH = 24
+
+    def __init__(self, total: int, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.total, self.done = total, 0
+
+    def step(self, label: str) -> None:
+        if self.enabled:
+            filled = self.WIDTH * self.done // self.total
+            self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] "
+                              f"{self.done}/{self.total} {label:<50.50}")
+            self.stream.flush()
+        self.done += 1
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\r" + " " * (self.WIDTH + 62) + "\r")
+            self.stream.flush()
+
+
+def _rerun_with_thp(argv: list[str]) -> int:
+    """torch reads THP_MEM_ALLOC_ENABLE only at start-up: run the whole bench
+    again in a child process that has it set (so every ratio is still taken
+    in interleaved rounds within one process)."""
+    env = dict(os.environ, **{THP_VAR: "1"})
+    rest = [a for a in argv if a != "--thp"]
+    return subprocess.run([sys.executable, "-m", "padloss", *rest], env=env).returncode
+
+
+def _workload(op: str, dtype: str, size: str, reduction: str) -> benchmark.Workload:
+    shape = benchmark.SIZES[size]
+    if op == "pad":
+        return benchmark.PadWorkload(dtype, shape)
+    return benchmark.L1Workload(dtype, shape, reduction)
+
+
+def _rows(w: benchmark.Workload, size: str, dtype: str, results: dict[str, benchmark.Result]) -> list[dict]:
+    ceiling, torch = results[benchmark.CEILING], results.get(benchmark.TORCH_AUTOGRAD)
+    native = results.get(benchmark.TORCH_NATIVE)
+    rows = []
+    for name, r in results.items():
+        rows.append(dict(op=w.label, size=size, dtype=dtype, impl=name, nbytes=r.nbytes,
+                         median_s=r.median_s, gbps=r.gbps, ratio_to_ceiling=benchmark.ratio(r, ceiling),
+                         speedup_vs_torch=benchmark.speedup(r, torch) if torch else None,
+                         speedup_vs_native=benchmark.speedup(r, native) if native else None,
+                         seconds=r.seconds))
+    return rows
+
+
+def _latency(reduction: str, rounds: int, round_s: float) -> list[dict]:
+    """The tiny float32 call, one-shot and as a cached executor's run(), interleaved."""
+    rows = []
+    for op in ("pad", "l1"):
+        w = _workload(op, "float32", "tiny", reduction)
+        runs = {"one-shot call": w.padloss(None), "executor.run()": w.executor().run}
+        calls = {name: benchmark.calls_per_round(fn, round_s) for name, fn in runs.items()}
+        timed = {name: (fn, w.nbytes) for name, fn in runs.items()}
+        results = benchmark.interleaved(timed, rounds, calls, warmup=0)
+        rows += [dict(op=w.label, call=n, median_s=r.median_s) for n, r in results.items()]
+    return rows
+
+
+def _measure(args: argparse.Namespace, progress: Progress) -> dict:
+    import numba
+
+    cpu_start = benchmark.cpu_seconds()
+    torch = None
+    if benchmark.torch_installed() and not args.no_torch:
+        import torch
+        if args.threads:
+            torch.set_num_threads(args.threads)
+    if args.threads:
+        numba.set_num_threads(args.threads)
+    infos = padloss.available_backends()
+    backends = [b.name for b in infos if b.available]
+    not_measured = {f"padloss {b.name}": b.reason for b in infos if not b.available}
+    if torch is None:
+        not_measured["pytorch"] = "not installed" if not benchmark.torch_installed() else "--no-torch"
+    if "large" in args.sizes:
+        not_measured[benchmark.REFERENCE] = "at large (a model, not a kernel: 0.2 to 2 s a call)"
+    results = []
+    for size in args.sizes:
+        for dtype in args.dtypes:
+            for op in ("pad", "l1"):
+                progress.step(f"{op}, {size}, {dtype}")
+                w = _workload(op, dtype, size, args.reduction)
+                found, refused = benchmark.candidates(w, backends, torch=torch is not None,
+                                                      reference=size != "large")
+                not_measured.update({f"{name}, {w.label}": why for name, why in refused.items()})
+                calls = {name: benchmark.calls_per_round(fn, args.round_s) for name, (fn, _) in found.items()}
+                timed = benchmark.interleaved(found, rounds=args.rounds, calls=calls, warmup=0)
+                results += _rows(w, size, dtype, timed)
+    progress.step("latency of the tiny call")
+    latency = _latency(args.reduction, args.rounds, args.round_s)
+    progress.step("first result in a fresh process")
+    first = benchmark.first_result_s(runs=1 if args.quick else 3)
+    layer, threads = _numba_threads()
+    return dict(padloss=padloss.__version__, threading_layer=layer, cpus=os.cpu_count(),
+                others_busy_cores=benchmark.others_busy_cores(cpu_start, benchmark.cpu_seconds()),
+                threads=dict(numba=threads, torch=torch.get_num_threads() if torch else None),
+                torch_allocator=f"{THP_VAR}={os.environ[THP_VAR]}" if THP_VAR in os.environ else "default",
+                rounds=args.rounds, sizes={s: benchmark.SIZES[s] for s in args.sizes},
+                padding=benchmark.PADDING, dtypes=args.dtypes, results=results,
+                not_measured=not_measured, latency=latency, first_result_s=first)
+
+
+def _time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _cells(row: dict | None) -> list[str]:
+    if row is None:
+        return [""] * 4
+    speedup = row["speedup_vs_torch"]
+    return [_time(row["median_s"]), f"{row['gbps']:.2f}", f"{row['ratio_to_ceiling']:.2f}",
+            "-" if speedup is None else f"{speedup:.1f}"]
+
+
+def format_report(report: dict) -> str:
+    """The side-by-side table (one column group per op), then latency."""
+    ops = list(dict.fromkeys(r["op"] for r in report["results"]))
+    by_key = {(r["size"], r["dtype"], r["impl"], r["op"]): r for r in report["results"]}
+    threads = report["threads"]
+    torch = "not measured" if threads["torch"] is None else \
+        f"{threads['torch']} threads, allocator {report['torch_allocator']}"
+    lines = [
+        f"padloss {report['padloss']} bench: numba {threads['numba']} threads ({report['threading_layer']} "
+        f"layer); pytorch {torch}",
+        "other processes kept " + ("? (unknown here)" if report["others_busy_cores"] is None else
+                                   f"{report['others_busy_cores']:.2f}") + f" of {report['cpus']} CPUs busy "
+        "during the run (any load slows parallel calls down)",
+        "sizes (self's shape; padding 3 on every side): "
+        + ", ".join(f"{s} {tuple(shape)}" for s, shape in report["sizes"].items()),
+        f"{report['rounds']} interleaved rounds per size, dtype and op. time: median per call. "
+        "GB/s: bytes read + written / time.",
+        "x ceil: GB/s / the ceiling's, a kernel streaming the op's read/write mix (pad: a copy; L1: 2",
+        "  reads + 1 write, 3 + 1 for none), timed in the same rounds.",
+    ]
+    if threads["torch"] is not None:
+        lines += [f"x torch: speedup over {benchmark.TORCH_AUTOGRAD}, same rounds. {benchmark.TORCH_NATIVE}: "
+                  "torch's native", "  reflection_pad2d_backward on the same shapes."]
+    lines += [""]
+    header = ["size", "dtype", "implementation"]
+    for op in ops:
+        header += ["|", "time", "GB/s", "x ceil", "x torch"]
+    impls = list(dict.fromkeys(r["impl"] for r in report["results"]))
+    rows, last = [], None
+    for size in report["sizes"]:
+        for dtype in report["dtypes"]:
+            for impl in impls:
+                found = [by_key.get((size, dtype, impl, op)) for op in ops]
+                if not any(found):
+                    continue
+                rows.append([*((size, dtype) if (size, dtype) != last else ("", "")), impl]
+                            + sum((["|"] + _cells(r) for r in found), []))
+                last = (size, dtype)
+    table = _table(header, rows, {i for i, h in enumerate(header) if i >= 3 and h != "|"}).split("\n")
+    above = ""
+    for bar, op in zip((i for i, ch in enumerate(table[0]) if ch == "|"), ops):
+        above = above.ljust(bar) + "| " + op
+    lines += [above, *table]
+    largest = list(report["sizes"])[-1]
+    native: dict[str, list[str]] = {}
+    for r in report["results"]:
+        if r["size"] == largest and r["impl"].startswith("padloss") and r["speedup_vs_native"]:
+            native.setdefault(r["impl"], []).append(f"{r['dtype']} {r['speedup_vs_native']:.1f}x")
+    if native:
+        lines += ["", f"speedup over {benchmark.TORCH_NATIVE} at {largest}:"]
+        lines += [f"  {impl}: {', '.join(cells)}" for impl, cells in native.items()]
+    if report["not_measured"]:
+        lines += ["", "not measured:"] + [f"  {name}: {why}" for name, why in report["not_measured"].items()]
+    lines += ["", "tiny float32 call, automatic backend (interleaved rounds):"]
+    lines += [f"  {r['op']:28} {r['call']:15} {_time(r['median_s'])}" for r in report["latency"]]
+    lines += [f"first result in a fresh process (import padloss + first call, warm compile cache): "
+              f"{report['first_result_s']:.3f} s"]
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: str) -> None:
+    """Bandwidth against bytes moved, one line per implementation; one panel per op and dtype."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = list(dict.fromkeys(r["op"] for r in report["results"]))
+    impls = list(dict.fromkeys(r["impl"] for r in report["results"]))
+    dtypes = report["dtypes"]
+    fig, axes = plt.subplots(len(ops), len(dtypes), figsize=(4.8 * len(dtypes), 3.8 * len(ops)),
+                             squeeze=False, sharex=True)
+    for i, op in enumerate(ops):
+        for j, dtype in enumerate(dtypes):
+            ax = axes[i][j]
+            for k, impl in enumerate(impls):   # one colour per implementation in every panel
+                points = sorted((r["nbytes"], r["gbps"]) for r in report["results"]
+                                if (r["op"], r["dtype"], r["impl"]) == (op, dtype, impl))
+                if points:
+                    ax.plot(*zip(*points), marker="o", label=impl, color=f"C{k}",
+                            linestyle="--" if impl == benchmark.CEILING else "-")
+            ax.set(xscale="log", yscale="log", title=f"{op}, {dtype}",
+                   xlabel="bytes read + written per call", ylabel="GB/s")
+    axes[0][0].legend(fontsize=8)
+    threads = report["threads"]
+    fig.suptitle(f"padloss {report['padloss']}: numba {threads['numba']} threads, "
+                 f"pytorch allocator {report['torch_allocator']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def bench(args: argparse.Namespace) -> int:
+    if args.thp and os.environ.get(THP_VAR) != "1":
+        return _rerun_with_thp(args.argv)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        print("padloss bench: --plot needs matplotlib, which is not installed "
+              "(pip install matplotlib); nothing was measured", file=sys.stderr)
+        return MATPLOTLIB_MISSING
+    if args.quick:
+        args.dtypes = args.dtypes or ["float32"]
+        args.rounds = args.rounds or 3
+    args.dtypes = args.dtypes or list(benchmark.DTYPES)
+    args.rounds = args.rounds or 7
+    args.round_s = 0.005 if args.quick else 0.02
+    groups = len(args.sizes) * len(args.dtypes) * 2 + 2
+    progress = Progress(groups)
+    try:
+        report = _measure(args, progress)
+    finally:
+        progress.close()
+    print(json.dumps(report, indent=1) if args.json else format_report(report))
+    if args.plot:
+        plot(report, args.plot)
+        print(f"plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def _threads(text: str) -> int:
+    import numba
+
+    n = int(text)
+    if not 1 <= n <= numba.config.NUMBA_NUM_THREADS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {numba.config.NUMBA_NUM_THREADS}")
+    return n
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="padloss", description="padloss alone runs `padloss bench --quick`, "
+                                  "the main job: both ops timed against their peers and the memory ceiling.")
+    top.add_argument("--version", action="version", version=f"padloss {padloss.__version__}")
+    sub = top.add_subparsers(dest="command", metavar="{info,check,bench}")
+    sub.add_parser("info", help="version, backends, threads, compile and plan caches")
+    sub.add_parser("check", help="both ops on every available backend against padloss.reference; "
+                                 "exit status 1 on any mismatch")
+    b = sub.add_parser("bench", help="time both ops against their peers and the bandwidth ceiling",
+                       description="Time both ops on every available backend, PyTorch CPU autograd (if "
+                                   "installed) and the NumPy reference, with a streaming ceiling kernel "
+                                   "of the same read/write mix, in interleaved rounds.")
+    b.add_argument("--quick", action="store_true", help="float32 only, 3 short rounds: about ten seconds")
+    b.add_argument("--sizes", nargs="+", choices=list(benchmark.SIZES), default=list(benchmark.SIZES))
+    b.add_argument("--dtypes", nargs="+", choices=list(benchmark.DTYPES), default=None,
+                   help="default: all (float32 with --quick)")
+    b.add_argument("--rounds", type=_positive, default=None,
+                   help="interleaved rounds (default 7, 3 with --quick)")
+    b.add_argument("--reduction", choices=["mean", "none", "sum"], default="mean", help="L1's (default mean)")
+    b.add_argument("--threads", type=_threads, default=None, help="numba and torch threads (default: as set)")
+    b.add_argument("--no-torch", action="store_true", help="leave PyTorch out even if installed")
+    b.add_argument("--thp", action="store_true",
+                   help=f"run in a child process with {THP_VAR}=1 (torch's huge-page allocator)")
+    b.add_argument("--json", action="store_true", help="print the full report as JSON instead of the table")
+    b.add_argument("--plot", metavar="FILE.png", help="also plot GB/s against size (needs matplotlib)")
+    return top
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="padloss", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"padloss {padloss.__version__}")
-    parser.parse_args(argv)
-    return _demo()
+    argv = list(sys.argv[1:] if argv is None else argv) or NO_SUBCOMMAND
+    args = parser().parse_args(argv)
+    args.argv = argv
+    status = {"info": info, "check": check, "bench": bench}[args.command](args)
+    if argv is NO_SUBCOMMAND:
+        print("\n(the quick run; `padloss bench` times every dtype, `padloss check` compares with "
+              "padloss.reference, `padloss info` shows the set-up)")
+    return status

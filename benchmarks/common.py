@@ -1,0 +1,126 @@
+"""The grid of the asv suite and the workloads it times.
+
+Self-contained on purpose: asv runs this suite against old commits too, so a
+workload uses padloss's public API only (it has not changed since the first
+commit), and what a commit lacks (an op, a backend, the ceiling kernel) is
+skipped rather than failed. ``padloss bench`` (padloss/benchmark.py) times the
+same sizes for the current code only.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import ml_dtypes
+import numpy as np
+
+import padloss
+
+SIZES = {"tiny": (2, 3, 8, 8), "medium": (4, 16, 128, 128), "large": (8, 64, 256, 256)}
+DTYPES = ["float32", "float16", "bfloat16"]
+PEER = "pytorch-autograd"
+IMPLS = ["numba", "torch", "ascend", PEER]   # padloss backends by name, then the peer
+PADDING = (3, 3, 3, 3)
+
+
+def _dtype(name: str) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def _random(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
+    """Normal values, a block of 2**20 repeated (speed does not depend on them)."""
+    block = np.random.default_rng(seed).standard_normal(1 << 20, dtype=np.float32).astype(_dtype(dtype))
+    return np.resize(block, shape)
+
+
+def _as_torch(a: np.ndarray):
+    import torch
+
+    if a.dtype == _dtype("bfloat16"):
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+class Workload:
+    """One op on one size and dtype: its buffers, the bytes a call reads and
+    writes, and the number of streams the matching ceiling reads."""
+
+    def __init__(self, op: str, reduction: str | None, size: str, dtype: str):
+        self.op, self.reduction = op, reduction
+        self.fn = getattr(padloss, op, None)
+        if self.fn is None:
+            raise NotImplementedError(f"this commit has no padloss.{op}")
+        shape = SIZES[size]
+        if op == "circular_pad2d_backward":
+            left, right, top, bottom = PADDING
+            go = _random(shape[:-2] + (shape[-2] + top + bottom, shape[-1] + left + right), dtype, 0)
+            self.out = np.empty(shape, go.dtype)
+            self.args = (go, self.out, PADDING)   # self: only its shape and dtype are read
+            self.streams_read = 1
+            self.nbytes = go.nbytes + self.out.nbytes
+        else:
+            go = _random(shape if reduction == "none" else (), dtype, 0)
+            self.out = np.empty(shape, go.dtype)
+            self.args = (go, _random(shape, dtype, 1), _random(shape, dtype, 2), reduction)
+            self.streams_read = 3 if reduction == "none" else 2
+            self.nbytes = sum(a.nbytes for a in self.args[:3]) + self.out.nbytes
+
+    def call(self, impl: str):
+        """A zero-argument callable computing the op with ``impl``, called once
+        (compiled or loaded, pages touched); NotImplementedError if it cannot run."""
+        fn = self._torch_autograd() if impl == PEER else self._padloss(impl)
+        fn()
+        return fn
+
+    def _padloss(self, backend: str):
+        info = {b.name: b for b in padloss.available_backends()}.get(backend)
+        if info is None or not info.available:
+            why = info.reason if info else "unknown"
+            raise NotImplementedError(f"backend {backend!r} unavailable: {why}")
+        fn, args, out = self.fn, self.args, self.out
+
+        def run():
+            return fn(*args, out=out, backend=backend)
+
+        try:
+            run()
+        except padloss.PadlossError as exc:
+            raise NotImplementedError(str(exc))
+        return run
+
+    def _torch_autograd(self):
+        if importlib.util.find_spec("torch") is None:
+            raise NotImplementedError("torch is not installed")
+        import torch
+
+        if self.op == "circular_pad2d_backward":
+            go = _as_torch(self.args[0])
+            x = torch.zeros(self.out.shape, dtype=go.dtype, requires_grad=True)
+            y = torch.nn.functional.pad(x, PADDING, mode="circular")
+            return lambda: torch.autograd.grad(y, x, go, retain_graph=True)
+        go, x, t, reduction = self.args
+        x = _as_torch(x).clone().requires_grad_()
+        loss = torch.nn.functional.l1_loss(x, _as_torch(t), reduction=reduction)
+        go = _as_torch(go)
+        return lambda: torch.autograd.grad(loss, x, go, retain_graph=True)
+
+    def ceiling(self):
+        """(callable, bytes) of the streaming kernel with this op's read/write
+        mix, or None on a commit without one."""
+        try:
+            from padloss_numba.stream import make_stream
+        except ImportError:
+            return None
+        streams = self.streams_read + 1
+        words = max(1, self.nbytes // (4 * streams))
+        return make_stream(self.streams_read, words), 4 * words * streams
+
+
+def ratio_to_ceiling(fn, nbytes: int, ceiling) -> float:
+    """Median over interleaved rounds of (fn's bandwidth / the ceiling's)."""
+    from padloss.benchmark import interleaved, ratio, time_round
+
+    ceiling_fn, ceiling_bytes = ceiling
+    calls = max(1, min(200, int(0.01 / time_round(fn, 1))))   # about 10 ms a round
+    results = interleaved({"op": (fn, nbytes), "ceiling": (ceiling_fn, ceiling_bytes)},
+                          rounds=7, calls=calls, warmup=1)
+    return ratio(results["op"], results["ceiling"])

@@ -1,0 +1,214 @@
+"""The ``padloss`` command line: output structure and exit codes (never timings)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import padloss
+from padloss import benchmark, cli, reference
+
+from test_lazy_imports import HIDE_TORCH
+
+OPS = ("circular_pad2d_backward", "l1_loss_backward (mean)")
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = cli.main(list(argv))
+    return status, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    """One short bench run, as JSON (1 round, tiny only)."""
+    status, out = run_cli("bench", "--quick", "--sizes", "tiny", "--rounds", "1", "--json")
+    assert status == 0
+    return json.loads(out)
+
+
+def test_info_shows_version_backends_threads_and_caches():
+    status, out = run_cli("info")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0].startswith(f"padloss {padloss.__version__} (Python ")
+    for b in padloss.available_backends():
+        row = next(line for line in lines if line.split()[:1] == [b.name])
+        assert ("available" if b.available else "unavailable") in row.split()
+        assert b.reason in row
+    assert any(line.startswith("numba: threading layer ") and " threads " in line for line in lines)
+    assert any(line.startswith("compile cache: ") for line in lines)
+    assert any(line.startswith("plan cache (this process): ") for line in lines)
+
+
+def test_check_passes_on_every_available_backend():
+    status, out = run_cli("check")
+    backends = [b.name for b in padloss.available_backends() if b.available]
+    lines = out.splitlines()
+    assert status == 0, out
+    assert lines[1].split() == ["op", "case", "dtype"] + backends
+    rows = [line for line in lines if line.startswith(("circular_pad2d_backward", "l1_loss_backward"))]
+    assert len(rows) == len(cli.check_cases())
+    assert all(set(row.split()[-len(backends):]) <= {"ok", "n/a"} for row in rows)
+    assert lines[-1] == f"all {len(rows) * len(backends)} checks match"
+
+
+def test_check_exits_1_on_a_mismatch(monkeypatch):
+    cases = [c for c in cli.check_cases() if c.dtype == "float32"][:3]
+    monkeypatch.setattr(cli, "check_cases", lambda: cases)
+    wrong = reference.circular_pad2d_backward
+    monkeypatch.setattr(reference, "circular_pad2d_backward", lambda *a: wrong(*a) + 1)
+    status, out = run_cli("check")
+    assert status == 1
+    assert "MISMATCH" in out
+    assert out.splitlines()[-1].endswith("checks failed")
+
+
+def test_check_counts_a_crash_as_a_failure(monkeypatch):
+    def crash(backend):
+        raise RuntimeError("boom")
+
+    case = cli.check_cases()[0]._replace(compute=crash)
+    monkeypatch.setattr(cli, "check_cases", lambda: [case])
+    status, out = run_cli("check")
+    assert status == 1
+    assert "ERROR" in out and "boom" in out
+
+
+def test_differing_compares_bits_and_lets_nans_match():
+    nan_a = np.array([0x7FC00000, 0x7FC00001], np.uint32).view(np.float32)
+    assert cli.differing(nan_a, nan_a[::-1].copy()) == 0
+    assert cli.differing(np.array([0.0, 1.0], np.float32), np.array([-0.0, 1.0], np.float32)) == 1
+    assert cli.differing(np.zeros(3, np.float16), np.zeros(3, np.float32)) == 3
+
+
+def test_bench_json_holds_every_implementation_and_the_latencies(report):
+    assert report["padloss"] == padloss.__version__
+    assert report["sizes"] == {"tiny": list(benchmark.SIZES["tiny"])}
+    assert report["dtypes"] == ["float32"] and report["rounds"] == 1
+    assert report["threads"]["numba"] >= 1
+    assert report["others_busy_cores"] is None or 0 <= report["others_busy_cores"] <= report["cpus"]
+    impls = ["padloss numba", benchmark.REFERENCE, benchmark.CEILING]
+    if benchmark.torch_installed():
+        impls += [benchmark.TORCH_AUTOGRAD]
+        assert report["torch_allocator"] in ("default", f"{cli.THP_VAR}={os.environ.get(cli.THP_VAR)}")
+    for op in OPS:
+        rows = {r["impl"]: r for r in report["results"] if r["op"] == op}
+        assert set(impls) <= set(rows)
+        for r in rows.values():
+            assert r["median_s"] > 0 and r["gbps"] > 0 and r["ratio_to_ceiling"] > 0
+            assert len(r["seconds"]) == 1 and r["nbytes"] > 0
+        assert rows[benchmark.CEILING]["ratio_to_ceiling"] == pytest.approx(1)
+        if benchmark.torch_installed():
+            assert rows[benchmark.TORCH_AUTOGRAD]["speedup_vs_torch"] == pytest.approx(1)
+    assert {(r["op"], r["call"]) for r in report["latency"]} == \
+        {(op, call) for op in OPS for call in ("one-shot call", "executor.run()")}
+    assert report["first_result_s"] > 0
+    assert "padloss ascend" in report["not_measured"] or \
+        next(b for b in padloss.available_backends() if b.name == "ascend").available
+
+
+def test_bench_table_puts_the_ops_side_by_side(report):
+    lines = cli.format_report(report).splitlines()
+    top = next(i for i, line in enumerate(lines) if line.lstrip().startswith("| circular_pad2d_backward"))
+    assert [cell.strip() for cell in lines[top].split("|")[1:]] == list(OPS)
+    assert lines[top + 1].split() == ["size", "dtype", "implementation"] + \
+        ["|", "time", "GB/s", "x", "ceil", "x", "torch"] * 2
+    rows = lines[top + 2:lines.index("", top)]
+    assert rows[0].split()[:4] == ["tiny", "float32", "padloss", "numba"]
+    assert any(row.split()[:1] == ["ceiling"] for row in rows)
+    assert all(row.count("|") == 2 for row in rows)
+    assert any(line.startswith("first result in a fresh process") for line in lines)
+
+
+def test_bench_plot_needs_matplotlib(monkeypatch, capsys):
+    find_spec = cli.importlib.util.find_spec
+    monkeypatch.setattr(cli.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else find_spec(name, *a))
+    assert cli.main(["bench", "--quick", "--plot", "out.png"]) == cli.MATPLOTLIB_MISSING
+    captured = capsys.readouterr()
+    assert "needs matplotlib" in captured.err and captured.out == ""
+
+
+def test_bench_plot_writes_a_png(report, tmp_path):
+    pytest.importorskip("matplotlib")
+    cli.plot(report, str(tmp_path / "bench.png"))
+    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_thp_reruns_itself_with_torchs_huge_page_allocator(monkeypatch):
+    monkeypatch.delenv(cli.THP_VAR, raising=False)
+    seen = {}
+
+    def fake_run(cmd, env):
+        seen.update(cmd=cmd, env=env)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(cli.subprocess, "run", fake_run)
+    assert cli.main(["bench", "--thp", "--quick", "--json"]) == 0
+    assert seen["cmd"] == [sys.executable, "-m", "padloss", "bench", "--quick", "--json"]
+    assert seen["env"][cli.THP_VAR] == "1"
+
+
+def test_bare_padloss_runs_the_quick_bench(monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli, "bench", lambda args: seen.append(args) or 0)
+    status, out = run_cli()
+    assert status == 0 and seen[0].command == "bench" and seen[0].quick
+    assert "padloss check" in out and "padloss info" in out
+
+
+def test_bad_arguments_exit_2():
+    bad = (["bench", "--sizes", "huge"], ["bench", "--threads", "0"], ["bench", "--rounds", "0"], ["nope"])
+    for argv in bad:
+        with pytest.raises(SystemExit) as exc, contextlib.redirect_stderr(io.StringIO()):
+            cli.main(argv)
+        assert exc.value.code == 2
+
+
+def test_progress_bar_draws_only_on_a_terminal():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    shown, hidden = Terminal(), io.StringIO()
+    for stream in (shown, hidden):
+        bar = cli.Progress(2, stream)
+        bar.step("first")
+        bar.step("second")
+        bar.close()
+    assert "1/2 second" in shown.getvalue() and shown.getvalue().endswith("\r")
+    assert hidden.getvalue() == ""
+
+
+def test_python_m_padloss_and_the_console_script():
+    done = subprocess.run([sys.executable, "-m", "padloss", "--version"], capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip()) == (0, f"padloss {padloss.__version__}")
+    script = shutil.which("padloss")
+    if script is None:
+        pytest.skip("the console script is not installed (pip install -e .)")
+    done = subprocess.run([script, "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "{info,check,bench}" in done.stdout
+
+
+def test_info_and_bench_work_without_torch():
+    script = HIDE_TORCH + """
+import sys
+from padloss import cli
+assert cli.main(["info"]) == 0
+assert cli.main(["bench", "--quick", "--sizes", "tiny", "--rounds", "1"]) == 0
+assert "torch" not in sys.modules
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PADLOSS_BACKEND"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "pytorch: not installed" in done.stdout
+    assert "pytorch autograd" not in done.stdout
