@@ -144,29 +144,22 @@ def _next_row(index, offsets, dims, steps):
 
 
 def make_kernel(kinds: tuple[int, int, int, int], promoted: int, parallel: bool):
-    """Compile-on-first-call ``kernel(go, self, target, out, shape, strides, bases, coef,
+    """Compile-on-first-call ``kernel(go, self, target, out, dims, steps, starts, coef,
     block, chunks)``.
 
     ``kinds`` are the storage kinds of (grad_output, self, target, grad_input);
-    ``promoted`` is P's kind. ``shape`` has ``RANK`` dims, ``strides`` holds one
-    ``RANK``-tuple per array and ``bases`` each array's offset of element 0.
-    ``chunks`` is how many pieces the work is split into (the serial twin runs
-    one); the caller reads the thread count, since reading it here would keep
-    Numba from caching the kernel on disk.
+    ``promoted`` is P's kind. ``dims`` is the loop shape (``RANK`` int64s),
+    ``steps`` a (4, ``RANK``) int64 array of each array's strides and
+    ``starts`` each array's offset of element 0: arrays, not tuples, because
+    Numba unboxes nested tuples slowly (~1 us a call) and parallel regions take
+    arrays. ``chunks`` is how many pieces the work is split into (the serial
+    twin runs one); the caller reads the thread count, since reading it here
+    would keep Numba from caching the kernel on disk.
     """
     gk, xk, tk, ok = kinds
     pk = promoted
 
-    def kernel(go, x, t, out, shape, strides, bases, coef, block, chunks):
-        dims = np.empty(RANK, np.int64)       # arrays, not tuples: parallel regions take arrays
-        steps = np.empty((4, RANK), np.int64)
-        for k in range(RANK):
-            dims[k] = shape[k]
-            for a in range(4):
-                steps[a, k] = strides[a][k]
-        starts = np.empty(4, np.int64)
-        for a in range(4):
-            starts[a] = bases[a]
+    def kernel(go, x, t, out, dims, steps, starts, coef, block, chunks):
         inner = dims[RANK - 1]
         rows = 1
         for k in range(RANK - 1):

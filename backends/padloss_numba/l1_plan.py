@@ -80,27 +80,39 @@ def storage_kind(dtype: str) -> int:
     return STORAGE_CODE[dtype] if dtype in FLOATS else INT
 
 
-def _flat(arr: np.ndarray, meta: TensorMeta, writable: bool) -> np.ndarray:
-    """A 1-D view of ``arr``'s memory from its lowest element address (no copy).
+def _flattener(meta: TensorMeta, writable: bool):
+    """A function giving a 1-D view of a buffer's memory from its lowest element
+    address (no copy), chosen once per plan from the buffer's layout.
 
     Inputs come back read-only whatever they were, so Numba compiles one
     variant for both; the plan's bases and strides index into this view.
     """
     view = STORAGE_VIEW.get(meta.dtype)
-    if view is not None:
-        arr = arr.view(view)
-    if arr.flags.c_contiguous:
-        flat = arr.reshape(-1)
-    elif arr.flags.f_contiguous:
-        flat = arr.reshape(-1, order="F")
-    else:
-        lowest = arr[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in meta.strides)]
-        span = 1 + sum((n - 1) * abs(s) for n, s in zip(meta.shape, meta.strides))
-        flat = as_strided(lowest, (span,), (arr.itemsize,))
-    if not writable and flat.flags.writeable:
-        flat = flat.view()
-        flat.flags.writeable = False
+    c_order = meta.strides == _c_strides(meta.shape)
+    reversed_dims = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in meta.strides)
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(meta.shape, meta.strides))
+
+    def flat(arr: np.ndarray) -> np.ndarray:
+        if view is not None:
+            arr = arr.view(view)
+        if c_order:
+            out = arr.reshape(-1)                 # a new view object: its flag is ours to set
+        else:
+            out = as_strided(arr[reversed_dims], (span,), (arr.itemsize,))
+        if not writable:
+            out.flags.writeable = False
+        return out
+
     return flat
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """C-order element strides of ``shape`` (size-1 dims match any stride, as NumPy's flag)."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
 
 
 class L1LossBackwardPlan:
@@ -122,8 +134,11 @@ class L1LossBackwardPlan:
         pad = RANK - len(loop_shape)
         self._shape = (1,) * pad + loop_shape
         self._strides = tuple((0,) * pad + s for s in loop_strides)
+        self._dims = np.array(self._shape, np.int64)       # the kernel's loop-nest arguments
+        self._steps = np.array(self._strides, np.int64).reshape(4, RANK)
+        self._starts = np.array(self._bases, np.int64)
         self._coef = mean_coefficient(shape, compute) if reduction == 1 else compute(1.0)
-        self._metas = metas
+        self._flatten = tuple(_flattener(m, writable=(i == len(metas) - 1)) for i, m in enumerate(metas))
         kinds = tuple(storage_kind(m.dtype) for m in metas)
         self._parallel = problem.output.size >= PARALLEL_MIN_ELEMENTS
         self._kernel = _kernel(kinds, STORAGE_CODE[promoted], self._parallel)
@@ -132,9 +147,8 @@ class L1LossBackwardPlan:
         self._block = max(1, min(MAX_BLOCK, -(-self._shape[-1] // self._chunks)))
 
     def run(self, buffers: tuple, workspace, stream) -> None:
-        last = len(buffers) - 1
-        go, x, t, gi = (_flat(a, m, i == last) for i, (a, m) in enumerate(zip(buffers, self._metas)))
-        args = (go, x, t, gi, self._shape, self._strides, self._bases, self._coef, self._block,
+        go, x, t, gi = [flat(a) for flat, a in zip(self._flatten, buffers)]
+        args = (go, x, t, gi, self._dims, self._steps, self._starts, self._coef, self._block,
                 self._chunks)
         if self._parallel:
             launch_parallel(self._kernel, *args)
