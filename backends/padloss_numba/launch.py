@@ -29,10 +29,3 @@ def launch_parallel(kernel, *args) -> None:
         kernel(*args)
         _serialize = numba.threading_layer() == "workqueue"
 
-
-def threading_layer() -> str | None:
-    """The active Numba threading layer, or None before the first parallel launch."""
-    try:
-        return numba.threading_layer()
-    except ValueError:
-        return None
