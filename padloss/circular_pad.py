@@ -20,7 +20,7 @@ BUFFERS = ("grad_output", "grad_input")
 DTYPES = ("float16", "bfloat16", "float32", "float64")  # float64: CPU extension
 
 
-_validated = ValidatedCalls(OP, BUFFERS)
+_validated = ValidatedCalls(OP)
 
 
 def _exact_pads(padding: Any) -> tuple | None:

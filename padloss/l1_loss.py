@@ -128,7 +128,7 @@ def _executor(inputs: tuple[Tensor, ...], gi: Tensor, code: int, backend: str | 
     return make_executor(problem, BUFFERS, tensors, backend)
 
 
-_validated = ValidatedCalls(OP, BUFFERS)
+_validated = ValidatedCalls(OP)
 
 
 def _reduction_key(reduction: Any) -> Any:

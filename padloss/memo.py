@@ -26,14 +26,16 @@ _make_tensor = Tensor._make
 class ValidatedCalls:
     """Signature -> Problem for one op; cleared when full (a cheap, safe bound)."""
 
-    def __init__(self, op: str, names: tuple[str, ...]):
+    def __init__(self, op: str):
         self.op = op
-        self.names = names
         self._problems: dict[Hashable, Problem] = {}
 
     @staticmethod
     def signature(arrays: tuple, params: Any) -> tuple | None:
-        """The memo key, or None when an argument is not a plain ndarray."""
+        """The memo key, or None (never remembered) when an argument is not a plain
+        ndarray or the op's parameters are not known exactly (``params`` None)."""
+        if params is None:
+            return None
         key: list = [params]
         for a in arrays:
             if type(a) is not np.ndarray:
@@ -58,10 +60,10 @@ class ValidatedCalls:
         out = buffers[-1]
         if not out.flags.writeable:
             raise invalid_argument(self.op, names[-1], "is read-only; the output must be writable")
-        for name, b in zip(names, buffers[:-1]):
-            if np.may_share_memory(out, b):
-                check_output_overlap(self.op, names, self._adapt(problem, buffers))   # raises
-        return problem, self._adapt(problem, buffers)
+        tensors = self._adapt(problem, buffers)
+        if any([np.may_share_memory(out, b) for b in buffers[:-1]]):
+            check_output_overlap(self.op, names, tensors)   # names the input, and raises
+        return problem, tensors
 
     @staticmethod
     def _adapt(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:

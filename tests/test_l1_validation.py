@@ -138,3 +138,14 @@ def test_promotion_table():
     assert promoted_dtype(["float16", "float64", "bool"]) == "float64"
     assert promoted_dtype(["int16", "uint8", "float16"]) == "float16"
     assert promoted_dtype(["int16", "uint8", "bool"]) is None
+
+
+def test_reduction_not_given_as_str_or_int_is_never_taken_from_memory():
+    """A NumPy integer reduction is read on every call, not matched from memory."""
+    from padloss import reference
+
+    g, x = np.ones((), np.float32), np.arange(6, dtype=np.float32).reshape(2, 3)
+    t, out = np.full((2, 3), 2.0, np.float32), np.empty((2, 3), np.float32)
+    for reduction in (np.int64(1), np.int64(0), np.int64(2)):
+        padloss.l1_loss_backward(g, x, t, reduction, out=out)
+        np.testing.assert_array_equal(out, reference.l1_loss_backward(g, x, t, int(reduction)))

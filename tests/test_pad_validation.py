@@ -136,3 +136,15 @@ def test_rules_hold_for_a_signature_validated_before():
     with pytest.raises(padloss.InvalidArgumentError, match="shares memory"):
         padloss.circular_pad2d_backward(buf, x, tuple(pads), out=alias)
     np.testing.assert_array_equal(out, before)
+
+
+def test_padding_not_given_as_plain_ints_is_never_taken_from_memory():
+    """Padding as a NumPy array (not a memo key) must be read on every call: two
+    paddings with the same array metadata give their own results."""
+    from padloss import reference
+
+    go = np.random.default_rng(5).standard_normal((1, 2, 7, 7)).astype(F32)
+    x, out = np.empty((1, 2, 5, 5), F32), np.empty((1, 2, 5, 5), F32)
+    for pads in (np.array([1, 1, 1, 1]), np.array([2, 0, 2, 0]), np.array([0, 2, 1, 1])):
+        padloss.circular_pad2d_backward(go, x, pads, out=out)
+        np.testing.assert_array_equal(out, reference.circular_pad2d_backward(go, x.shape, list(pads)))
