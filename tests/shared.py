@@ -33,3 +33,26 @@ def json_at_thread_counts(script: str, counts=(1, 2)) -> dict[int, dict]:
         runs[n] = json.loads(proc.stdout)
         assert runs[n]["threads"] == n
     return runs
+
+
+def assert_refused(fn, args: dict, status, argument: str, words: str) -> None:
+    """``fn(**args)`` raises a PadlossError with the aclnn ``status``, naming
+    ``argument`` and the rule (``words``) in its message, and leaves ``args["out"]``
+    exactly as it was."""
+    import numpy as np
+    import pytest
+
+    import padloss
+
+    out = args["out"]
+    before = out.copy() if isinstance(out, np.ndarray) else None
+    with pytest.raises(padloss.PadlossError) as info:
+        fn(**args)
+    err = info.value
+    assert err.status == status
+    assert err.argument == argument
+    message = str(err)
+    assert message.startswith(f"{fn.__name__}: argument")
+    assert f"'{argument}'" in message and words in message
+    if before is not None:
+        np.testing.assert_array_equal(out, before)
