@@ -56,14 +56,18 @@ def _is_torch_tensor(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
-_dtype_names: dict[np.dtype, str] = {}   # dtype.name is slow (computed in Python each time)
+_dtype_names: dict[np.dtype, str] = {}
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    """dtype.name, memoised: NumPy computes it in Python on every access (~2 us)."""
+    name = _dtype_names.get(dtype)
+    return name if name is not None else _dtype_names.setdefault(dtype, dtype.name)
 
 
 def _numpy_meta(op: str, name: str, arr: np.ndarray) -> TensorMeta:
     dtype = arr.dtype
-    dtype_name = _dtype_names.get(dtype)
-    if dtype_name is None:
-        dtype_name = _dtype_names.setdefault(dtype, dtype.name)
+    dtype_name = _dtype_name(dtype)
     itemsize = dtype.itemsize
     byte_strides = arr.strides
     strides = tuple([s // itemsize for s in byte_strides])
@@ -116,9 +120,7 @@ def as_tensor(op: str, name: str, obj: Any, *, writable: bool = False) -> Tensor
 def shape_and_dtype(op: str, name: str, obj: Any) -> tuple[tuple[int, ...], str]:
     """Just the shape and dtype name of an argument whose data is never read."""
     if type(obj) is np.ndarray:
-        dtype_name = _dtype_names.get(obj.dtype)
-        if dtype_name is not None:
-            return obj.shape, dtype_name
+        return obj.shape, _dtype_name(obj.dtype)
     meta = as_tensor(op, name, obj).meta
     return meta.shape, meta.dtype
 
