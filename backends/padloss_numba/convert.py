@@ -107,11 +107,11 @@ def f32_to_f16_bits_half_away(x):
     With ``lo`` = |RNE result| and ``hi`` the next float16 away from zero, x exactly midway
     between them means RNE rounded a tie down: take ``hi``. ``2|x|`` and ``lo + hi`` are exact in
     float32 (f16 values have 11 bits); ``hi`` inf/NaN (r = max, inf or NaN) never matches.
+    Branchless on purpose: an early exit for values that cannot be ties kept LLVM from
+    vectorizing the pad kernel's folds (float16 pad went from 0.78x to 0.86x of a copy).
     """
     x = np.float32(x)
     r = _f32_to_half_bits(x)
-    if _f32_as_u32(x) & np.uint32(0xFFF):
-        return r   # a tie drops >= 13 bits of the form 100..0, so it has 12 zero low bits
     lo = abs(_half_bits_to_f32(r))
     hi = _half_bits_to_f32((r & 0x7FFF) + 1)
     tie = np.float32(2.0) * abs(x) == lo + hi
