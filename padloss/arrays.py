@@ -67,6 +67,9 @@ def _dtype_name(dtype: np.dtype) -> str:
 
 def _numpy_meta(op: str, name: str, arr: np.ndarray) -> TensorMeta:
     dtype = arr.dtype
+    if not dtype.isnative:
+        raise invalid_argument(op, name, f"dtype {dtype.str} is not in the machine's byte order; "
+                                         f"convert it first (arr.astype(arr.dtype.newbyteorder('=')))")
     dtype_name = _dtype_name(dtype)
     itemsize = dtype.itemsize
     byte_strides = arr.strides

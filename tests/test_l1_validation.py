@@ -63,6 +63,8 @@ BAD = {
     "out shape smaller than B": (_case(grad_output=np.ones((4, 1, 1), F32)), Status.PARAM_INVALID,
                                  "out", "broadcast shape (4, 2, 3)"),
     "out read-only": (_case(out=_readonly()), Status.PARAM_INVALID, "out", "read-only"),
+    "target big-endian": (_case(target=np.zeros(3, ">f4")), Status.PARAM_INVALID, "target",
+                          "byte order"),
     "self not an array": (_case(self=[[1.0, 2.0, 3.0]]), Status.PARAM_INVALID, "self",
                           "must be a NumPy array"),
     "unknown backend": (dict(_case(), backend="nope"), Status.PARAM_INVALID, "backend", "unknown backend"),

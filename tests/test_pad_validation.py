@@ -72,6 +72,8 @@ BAD = {
     "zero-sized H": (_case(self=np.empty((2, 3, 0, 5), F32), grad_output=np.ones((2, 3, 2, 9), F32),
                            out=np.zeros((2, 3, 0, 5), F32)), Status.PARAM_INVALID, "self", "zero-sized"),
     "out read-only": (_case(out=_readonly()), Status.PARAM_INVALID, "out", "read-only"),
+    "grad big-endian": (_case(grad_output=np.ones((2, 3, 7, 9), ">f4")), Status.PARAM_INVALID,
+                        "grad_output", "byte order"),
     "grad not an array": (_case(grad_output=[[1.0]]), Status.PARAM_INVALID, "grad_output",
                           "must be a NumPy array"),
     "unknown backend": (dict(_case(), backend="nope"), Status.PARAM_INVALID, "backend", "unknown backend"),
