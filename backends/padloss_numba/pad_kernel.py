@@ -105,10 +105,11 @@ def accumulator_dtype(kind: int):
 
 
 def make_kernel(kind: int, parallel: bool):
-    """Compile-on-first-call kernel ``kernel(grad_output, grad_input, h_axis, w_axis, workspace)``.
+    """Compile-on-first-call kernel ``kernel(grad_output, grad_input, axes, workspace)``.
 
-    Arrays are 4-D (N, C, H', W') and (N, C, H, W); an axis is the tuple
-    (crop, kept, before, after) of padloss.geometry.CircularAxis;
+    Arrays are 4-D (N, C, H', W') and (N, C, H, W); ``axes`` holds 8 int64s,
+    (crop, kept, before, after) of padloss.geometry.CircularAxis for the height,
+    then for the width (an array: Numba unboxes tuple arguments more slowly);
     ``workspace`` is 8-byte-aligned uint8 holding ``row_buffers`` rows of W'
     accumulators: one for each piece the rows are split into for the threads
     (the serial twin uses one). The thread count is read by the caller, not
@@ -117,9 +118,9 @@ def make_kernel(kind: int, parallel: bool):
     acc_kind = F64 if kind == F64 else F32
     acc_dtype = accumulator_dtype(kind)
 
-    def kernel(go, gi, h_axis, w_axis, workspace):
-        h_crop, h_kept, h_before, h_after = h_axis
-        w_crop, w_kept, w_before, w_after = w_axis
+    def kernel(go, gi, axes, workspace):
+        h_crop, h_kept, h_before, h_after = axes[0], axes[1], axes[2], axes[3]
+        w_crop, w_kept, w_before, w_after = axes[4], axes[5], axes[6], axes[7]
         n_chan, height, width = gi.shape[1], gi.shape[2], go.shape[3]
         rows = gi.shape[0] * n_chan * height
         row_buffers = workspace.view(acc_dtype)

@@ -30,8 +30,8 @@ class CircularPadPlan:
         left, right, top, bottom = problem.params
         height, width = grad_input.shape[-2:]
         h, w = circular_axis(height, top, bottom), circular_axis(width, left, right)
-        self._h = (h.crop, h.kept, h.before, h.after)
-        self._w = (w.crop, w.kept, w.before, w.after)
+        self._axes = np.array([h.crop, h.kept, h.before, h.after, w.crop, w.kept, w.before, w.after],
+                              np.int64)
         kind = STORAGE_CODE[grad_input.dtype]
         self._as_bits = grad_input.dtype in ("float16", "bfloat16")
         self._rank3 = len(grad_input.shape) == 3
@@ -47,9 +47,9 @@ class CircularPadPlan:
         if self._rank3:
             go, gi = go[None], gi[None]
         if self._parallel:
-            launch_parallel(self._kernel, go, gi, self._h, self._w, workspace)
+            launch_parallel(self._kernel, go, gi, self._axes, workspace)
         else:
-            self._kernel(go, gi, self._h, self._w, workspace)
+            self._kernel(go, gi, self._axes, workspace)
 
 
 def compile_circular_pad2d_backward(problem: Problem, threads: int) -> CircularPadPlan:
