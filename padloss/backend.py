@@ -17,9 +17,11 @@ class Plan(Protocol):
 
     workspace_size: int
 
-    def run(self, buffers: tuple, workspace: Any, stream: Any) -> None:
-        """Compute into the output buffer (the last of ``buffers``, native views
-        in the Problem's tensor order)."""
+    def run(self, buffers: Any, workspace: Any, stream: Any) -> None:
+        """Compute into the output buffer. ``buffers`` are the native views in the
+        Problem's tensor order, output last; or, when the plan has a method
+        ``bind(natives)``, what that returned for them (an optional hook for work
+        an executor should do once per binding of buffers, not on every run)."""
 
 
 class Backend:
@@ -39,7 +41,8 @@ class Backend:
         return self.availability()[0]
 
     def supports(self, problem: Problem) -> str | None:
-        """None when this backend can run ``problem``, else the reason it cannot."""
+        """None when this backend can run ``problem``, else the reason it cannot.
+        A pure function of the Problem: padloss remembers the verdict."""
         raise NotImplementedError
 
     def compile(self, problem: Problem) -> Plan:

@@ -47,7 +47,7 @@ class Executor:
     """A plan bound to buffers. ``workspace_size`` is the scratch the plan needs
     (bytes; 0 means none). ``run()`` returns the output the caller passed."""
 
-    __slots__ = ("problem", "backend", "_plan", "_names", "_tensors", "_natives")
+    __slots__ = ("problem", "backend", "_plan", "_names", "_tensors", "_bound")
 
     def __init__(self, problem: Problem, backend: Backend | None, plan: Plan,
                  names: tuple[str, ...], tensors: tuple[Tensor, ...]):
@@ -59,7 +59,7 @@ class Executor:
 
     def _bind(self, tensors: tuple[Tensor, ...]) -> None:
         self._tensors = tensors
-        self._natives = tuple([t.native for t in tensors])   # what plans compute on
+        self._bound = bind(self._plan, tuple([t.native for t in tensors]))
 
     @property
     def workspace_size(self) -> int:
@@ -81,7 +81,7 @@ class Executor:
             workspace = self._workspace(workspace, size)
         if tensors is not None:
             self._bind(tensors)
-        self._plan.run(self._natives, workspace, stream)
+        self._plan.run(self._bound, workspace, stream)
         return self._tensors[-1].original
 
     def _rebind(self, buffers: dict[str, Any]) -> tuple[Tensor, ...]:
@@ -137,10 +137,32 @@ def _describe(t: Tensor) -> str:
     return f"dtype {m.dtype}, shape {m.shape}, strides {m.strides} on {t.device}"
 
 
-def make_executor(problem: Problem, names: tuple[str, ...], tensors: tuple[Tensor, ...],
-                  requested_backend: str | None) -> Executor:
+def bind(plan: Plan, natives: tuple) -> Any:
+    """What ``plan.run`` takes for these native buffers: the result of the plan's
+    own ``bind`` when it has one (work done once per binding, not per run)."""
+    binder = getattr(plan, "bind", None)
+    return natives if binder is None else binder(natives)
+
+
+def plan_for(problem: Problem, requested_backend: str | None) -> tuple[Backend, Plan]:
     """The end of phase 1 for every op: pick the backend, fetch or build the plan."""
     backend = select_backend(problem, requested_backend)
     key = (problem, backend.name, backend.cache_context())
-    plan = plan_cache.get_or_build(key, lambda: EMPTY_PLAN if problem.is_empty else backend.compile(problem))
-    return Executor(problem, backend, plan, names, tensors)
+    plan = plan_cache.get(key)
+    if plan is None:
+        plan = plan_cache.get_or_build(key, lambda: EMPTY_PLAN if problem.is_empty else backend.compile(problem))
+    return backend, plan
+
+
+def make_executor(problem: Problem, names: tuple[str, ...], tensors: tuple[Tensor, ...],
+                  requested_backend: str | None) -> Executor:
+    return Executor(problem, *plan_for(problem, requested_backend), names, tensors)
+
+
+def run_once(problem: Problem, arrays: tuple[np.ndarray, ...], requested_backend: str | None) -> None:
+    """Phases 1 (from the plan on) and 2 of a one-shot call on validated NumPy
+    arrays, which are their own native views: an Executor's run, without building
+    one (that alone costs a tenth of a tiny call)."""
+    plan = plan_for(problem, requested_backend)[1]
+    size = plan.workspace_size
+    plan.run(bind(plan, arrays), np.empty(size, np.uint8) if size else None, None)

@@ -54,13 +54,21 @@ class PlanCache:
             self.hits = 0
             self.misses = 0
 
-    def get_or_build(self, key: Hashable, build: Callable[[], object]) -> object:
+    def get(self, key: Hashable) -> object | None:
+        """The plan under ``key`` (a hit, now the most recently used), or None
+        (not counted: the caller then builds through :meth:`get_or_build`)."""
         with self._lock:
             plan = self._plans.get(key)
             if plan is not None:
                 self._plans.move_to_end(key)
                 self.hits += 1
-                return plan
+            return plan
+
+    def get_or_build(self, key: Hashable, build: Callable[[], object]) -> object:
+        plan = self.get(key)
+        if plan is not None:
+            return plan
+        with self._lock:
             self.misses += 1
         plan = build()
         with self._lock:

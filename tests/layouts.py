@@ -2,14 +2,15 @@
 
 Kernels must give the same bits whatever the strides, so property tests draw
 a layout for every input and output: C-contiguous, Fortran order, a strided
-slice of a larger buffer, reversed axes (negative strides) or a permuted
-buffer viewed back into the logical order.
+slice of a larger buffer, reversed axes (negative strides), a permuted
+buffer viewed back into the logical order, or C order at an address that is
+not a multiple of the item size (NumPy allows it; kernels must too).
 """
 from __future__ import annotations
 
 import numpy as np
 
-LAYOUTS = ("contiguous", "fortran", "sliced", "reversed", "permuted")
+LAYOUTS = ("contiguous", "fortran", "sliced", "reversed", "permuted", "unaligned")
 
 
 def with_layout(values: np.ndarray, layout: str) -> np.ndarray:
@@ -26,6 +27,9 @@ def with_layout(values: np.ndarray, layout: str) -> np.ndarray:
     elif layout == "permuted":
         order = tuple(reversed(range(values.ndim)))
         out = np.empty(tuple(values.shape[i] for i in order), values.dtype).transpose(order)
+    elif layout == "unaligned":
+        raw = np.empty(values.nbytes + 1, np.uint8)[1:]
+        out = raw.view(values.dtype).reshape(values.shape)
     else:
         raise ValueError(layout)
     out[...] = values

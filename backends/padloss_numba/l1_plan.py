@@ -5,14 +5,16 @@ the broadcast shape B (0 on broadcast dims), drops size-1 dims, flips dims the
 output walks backwards, orders dims by the output's strides, merges adjacent
 dims that every tensor walks contiguously, and pads the result to the kernel's
 fixed rank. Most calls coalesce to one or two dims, so the inner loop is long;
-and as the kernel sees flat read-only inputs over a fixed rank, layouts never add
-compiled variants (only the dtype mix does). It also fixes the mean coefficient.
-``run`` only makes flat views of the buffers' memory and launches.
+and as the kernel sees flat arrays over a fixed rank, layouts never add
+compiled variants (only the dtype mix does). It also fixes the mean coefficient
+and compiles the kernel for its exact signature. ``bind`` makes flat views of
+the buffers' memory (once per executor binding); ``run`` only launches.
 """
 from __future__ import annotations
 
 import functools
 
+import numba
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -23,8 +25,6 @@ from padloss.problem import Problem
 from .convert import STORAGE_CODE
 from .l1_kernel import INT, RANK, make_kernel
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
-
-_kernel = functools.lru_cache(maxsize=None)(make_kernel)
 
 MAX_BLOCK = 1 << 18    # inner elements per work item, at most (shorter blocks streamed ~3% slower)
 CHUNKS_PER_THREAD = 2  # work pieces per thread (the work is uniform; 2 evens out a late start)
@@ -80,13 +80,10 @@ def storage_kind(dtype: str) -> int:
     return STORAGE_CODE[dtype] if dtype in FLOATS else INT
 
 
-def _flattener(meta: TensorMeta, writable: bool):
+def _flattener(meta: TensorMeta):
     """A function giving a 1-D view of a buffer's memory from its lowest element
-    address (no copy), chosen once per plan from the buffer's layout.
-
-    Inputs come back read-only whatever they were, so Numba compiles one
-    variant for both; the plan's bases and strides index into this view.
-    """
+    address (no copy), chosen once per plan from the buffer's layout; the plan's
+    bases and strides index into this view."""
     view = STORAGE_VIEW.get(meta.dtype)
     c_order = meta.strides == _c_strides(meta.shape)
     reversed_dims = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in meta.strides)
@@ -96,14 +93,19 @@ def _flattener(meta: TensorMeta, writable: bool):
         if view is not None:
             arr = arr.view(view)
         if c_order:
-            out = arr.reshape(-1)                 # a new view object: its flag is ours to set
-        else:
-            out = as_strided(arr[reversed_dims], (span,), (arr.itemsize,))
-        if not writable:
-            out.flags.writeable = False
-        return out
+            return arr.ravel()   # a view: C order is C-contiguous (and ravel is 2x reshape's speed)
+        return as_strided(arr[reversed_dims], (span,), (arr.itemsize,))
 
     return flat
+
+
+def _flat_type(meta: TensorMeta, writable: bool) -> numba.types.Array:
+    """The Numba type of ``meta``'s flat view as the kernel is compiled for it:
+    inputs read-only and every array possibly unaligned, the widest types its
+    views can take, so that writable or aligned views convert to it at call time
+    (NumPy arrays from an offset buffer can be unaligned)."""
+    dtype = np.dtype(STORAGE_VIEW.get(meta.dtype, meta.dtype))
+    return numba.types.Array(numba.from_dtype(dtype), 1, "C", readonly=not writable, aligned=False)
 
 
 def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -113,6 +115,20 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(step)
         step *= n
     return tuple(reversed(strides))
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_kernel(kinds: tuple, promoted: int, parallel: bool, signature: tuple):
+    """The kernel for one exact signature, compiled now, with compiling on call
+    switched off: a call whose arrays differ only in ways that convert safely
+    (writable where read-only is typed, aligned where unaligned is) then runs
+    this variant instead of compiling another; Numba's dispatcher converts only
+    when it may not compile. One dispatcher per signature, so that switch is
+    never flipped back while another thread calls."""
+    kernel = make_kernel(kinds, promoted, parallel)
+    kernel.compile(signature)
+    kernel.disable_compile()
+    return kernel
 
 
 class L1LossBackwardPlan:
@@ -138,18 +154,22 @@ class L1LossBackwardPlan:
         self._steps = np.array(self._strides, np.int64).reshape(4, RANK)
         self._starts = np.array(self._bases, np.int64)
         self._coef = mean_coefficient(shape, compute) if reduction == 1 else compute(1.0)
-        self._flatten = tuple(_flattener(m, writable=(i == len(metas) - 1)) for i, m in enumerate(metas))
-        kinds = tuple(storage_kind(m.dtype) for m in metas)
+        self._flatten = tuple(_flattener(m) for m in metas)
         self._parallel = problem.output.size >= PARALLEL_MIN_ELEMENTS
-        self._kernel = _kernel(kinds, STORAGE_CODE[promoted], self._parallel)
         self._chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1
         # a row longer than a chunk's share is cut into blocks, so one long row still splits
         self._block = max(1, min(MAX_BLOCK, -(-self._shape[-1] // self._chunks)))
+        self._constants = (self._dims, self._steps, self._starts, self._coef, self._block, self._chunks)
+        kinds = tuple(storage_kind(m.dtype) for m in metas)
+        signature = (tuple(_flat_type(m, writable=(i == 3)) for i, m in enumerate(metas))
+                     + tuple(numba.typeof(c) for c in self._constants))
+        self._kernel = _compiled_kernel(kinds, STORAGE_CODE[promoted], self._parallel, signature)
 
-    def run(self, buffers: tuple, workspace, stream) -> None:
-        go, x, t, gi = [flat(a) for flat, a in zip(self._flatten, buffers)]
-        args = (go, x, t, gi, self._dims, self._steps, self._starts, self._coef, self._block,
-                self._chunks)
+    def bind(self, buffers: tuple) -> tuple:
+        """The kernel's arguments for these buffers: their flat views, then the plan's."""
+        return tuple([flat(a) for flat, a in zip(self._flatten, buffers)]) + self._constants
+
+    def run(self, args: tuple, workspace, stream) -> None:
         if self._parallel:
             launch_parallel(self._kernel, *args)
         else:
