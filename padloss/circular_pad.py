@@ -10,9 +10,9 @@ from typing import Any
 
 from .arrays import Tensor, as_tensor, empty_like_output, shape_and_dtype
 from .errors import invalid_argument, null_argument
-from .executor import Executor, check_output_overlap, make_executor
+from .executor import Executor, check_output_overlap, make_executor, run_once
 from .geometry import axis_rule_violation
-from .memo import ValidatedCalls
+from .memo import ValidatedCalls, as_tensors, new_output
 from .problem import Problem
 
 OP = "circular_pad2d_backward"
@@ -20,16 +20,17 @@ BUFFERS = ("grad_output", "grad_input")
 DTYPES = ("float16", "bfloat16", "float32", "float64")  # float64: CPU extension
 
 
-_validated = ValidatedCalls(OP)
+_validated = ValidatedCalls(OP)        # calls given their output
+_validated_new = ValidatedCalls(OP)    # calls that allocate it
 
 
 def _exact_pads(padding: Any) -> tuple | None:
     """padding as a memo key part when it is 4 plain ints (a float or a bool
     equals an int as a dict key, so only exact ints may share a verdict)."""
     if type(padding) in (tuple, list) and len(padding) == 4:
-        pads = tuple(padding)
-        if all([type(p) is int for p in pads]):
-            return pads
+        left, right, top, bottom = padding
+        if type(left) is type(right) is type(top) is type(bottom) is int:
+            return left, right, top, bottom
     return None
 
 
@@ -114,9 +115,10 @@ def _plan(grad_output: Any, self: Any, padding: Any, grad_input: Any, name: str,
           backend: str | None) -> Executor:
     """Phase 1 for a given output (``name`` as the caller called it)."""
     key = _validated.signature((grad_output, self, grad_input), _exact_pads(padding))
-    known = _validated.tensors(key, (grad_output, grad_input), ("grad_output", name))
-    if known is not None:
-        return make_executor(known[0], BUFFERS, known[1], backend)
+    buffers = (grad_output, grad_input)
+    problem = _validated.checked(key, buffers, ("grad_output", name))
+    if problem is not None:
+        return make_executor(problem, BUFFERS, as_tensors(problem, buffers), backend)
     go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
     if grad_input is None:
         raise null_argument(OP, name)
@@ -148,7 +150,21 @@ def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: A
     same kind as ``grad_output``. float16/bfloat16 are summed in float32 and
     rounded once, half away from zero, as the Ascend kernel does.
     """
+    pads = _exact_pads(padding)
     if out is None:
-        go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
-        out = empty_like_output(go, shape, dtype)
-    return _plan(grad_output, self, padding, out, "out", backend).run()
+        key = _validated_new.signature((grad_output, self), pads)
+        problem = _validated_new.known(key)
+        if problem is None:
+            go, shape, dtype, _ = _validate_inputs(grad_output, self, padding)
+            executor = _plan(grad_output, self, padding, empty_like_output(go, shape, dtype), "out",
+                             backend)
+            _validated_new.remember(key, executor.problem)
+            return executor.run()
+        out = new_output(problem.output)
+    else:
+        key = _validated.signature((grad_output, self, out), pads)
+        problem = _validated.checked(key, (grad_output, out), ("grad_output", "out"))
+        if problem is None:
+            return _plan(grad_output, self, padding, out, "out", backend).run()
+    run_once(problem, (grad_output, out), backend)
+    return out

@@ -14,6 +14,11 @@ choice, first match wins:
 
 An explicit choice (1-3) that is unknown, unavailable or unsuitable is an
 error naming the reason; it never falls back silently.
+
+A choice is remembered per (Problem, request, block, variable): ``supports``
+is a pure function of the Problem, so only availability, which can change
+(a device appears, a module gets imported), is asked again on later calls,
+of the chosen backend and of every one skipped for being unavailable.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from .problem import Problem
 
 ENTRY_POINT_GROUP = "padloss.backends"
 ENV_VAR = "PADLOSS_BACKEND"
+MAX_CHOICES = 1024   # remembered selections; all are forgotten when full (cheap, and rare)
 
 # name -> (module, attribute): imported on first use, in this order.
 BUILTIN_BACKENDS: dict[str, tuple[str, str]] = {
@@ -77,6 +83,7 @@ class Registry:
         self._lock = threading.Lock()
         self._backends: dict[str, Backend] | None = None
         self._ordered: list[Backend] = []
+        self.choices: dict[tuple, _Choice] = {}   # select_backend's memory, emptied on reload
 
     def backends(self) -> dict[str, Backend]:
         if self._backends is None:
@@ -112,6 +119,7 @@ class Registry:
         """Forget the loaded backends (after installing a plugin, or in tests)."""
         with self._lock:
             self._backends = None
+            self.choices = {}
 
     def by_priority(self) -> list[Backend]:
         """Backends, highest priority first (ties keep registration order)."""
@@ -144,19 +152,51 @@ def available_backends() -> list[BackendInfo]:
     return infos
 
 
+def _environment_reader():
+    """A reader of ``PADLOSS_BACKEND`` for every call. os.environ.get encodes the
+    key each time (0.5 us); where os.environ keeps its encoded mapping (POSIX
+    CPython, updated by every os.environ assignment) the pre-encoded key is looked
+    up directly."""
+    data, encode = getattr(os.environ, "_data", None), getattr(os.environ, "encodekey", None)
+    if not isinstance(data, dict) or encode is None:
+        return lambda: os.environ.get(ENV_VAR)
+    key = encode(ENV_VAR)
+    decode = os.environ.decodevalue
+    return lambda: None if (value := data.get(key)) is None else decode(value)
+
+
+environment_backend = _environment_reader()
+
+
+class _Choice(NamedTuple):
+    backend: Backend
+    skipped: tuple[Backend, ...]   # passed over for being unavailable: asked again each call
+
+
 def select_backend(problem: Problem, requested: str | None = None) -> Backend:
     """The backend that will run ``problem`` under the selection order above."""
-    name, origin = requested, "the backend= argument"
-    if name is None:
-        name, origin = _chosen.get(), "padloss.use_backend()"
-    if name is None:
-        name, origin = os.environ.get(ENV_VAR) or None, f"the {ENV_VAR} environment variable"
-    if name is not None:
-        return _explicit(problem, name, origin)
-    return _automatic(problem)
+    key = (problem, requested, _chosen.get(), environment_backend())
+    known = registry.choices.get(key)
+    if (known is not None and known.backend.availability()[0]
+            and not (known.skipped and any([b.availability()[0] for b in known.skipped]))):
+        return known.backend
+    request, block, variable = key[1:]
+    if requested is not None:
+        choice = _explicit(problem, requested, "the backend= argument")
+    elif block is not None:
+        choice = _explicit(problem, block, "padloss.use_backend()")
+    elif variable:
+        choice = _explicit(problem, variable, f"the {ENV_VAR} environment variable")
+    else:
+        choice = _automatic(problem)
+    choices = registry.choices
+    if len(choices) >= MAX_CHOICES:
+        choices.clear()
+    choices[key] = choice
+    return choice.backend
 
 
-def _explicit(problem: Problem, name: str, origin: str) -> Backend:
+def _explicit(problem: Problem, name: str, origin: str) -> _Choice:
     backends = registry.backends()
     backend = backends.get(name)
     if backend is None:
@@ -170,18 +210,21 @@ def _explicit(problem: Problem, name: str, origin: str) -> Backend:
     if why_not is not None:
         raise invalid_argument(problem.op, "backend",
                                f"backend {name!r} (from {origin}) cannot run this call: {why_not}")
-    return backend
+    return _Choice(backend, ())
 
 
-def _automatic(problem: Problem) -> Backend:
+def _automatic(problem: Problem) -> _Choice:
     refusals = []
+    unavailable = []
     for backend in registry.by_priority():
         if problem.device_type not in backend.devices:
             continue
         ok, reason = backend.availability()
+        if not ok:
+            unavailable.append(backend)
         why_not = reason if not ok else backend.supports(problem)
         if why_not is None:
-            return backend
+            return _Choice(backend, tuple(unavailable))
         refusals.append(f"{backend.name}: {why_not}")
     detail = "; ".join(refusals) if refusals else "no backend computes on this device"
     raise BackendError(f"{problem.op}: no backend can run this call on device "

@@ -15,8 +15,8 @@ import numpy as np
 
 from .arrays import Tensor, as_tensor, empty_like_output
 from .errors import invalid_argument, null_argument
-from .executor import Executor, check_output_overlap, make_executor
-from .memo import ValidatedCalls
+from .executor import Executor, check_output_overlap, make_executor, run_once
+from .memo import ValidatedCalls, as_tensors, new_output
 from .problem import Problem
 
 OP = "l1_loss_backward"
@@ -128,7 +128,8 @@ def _executor(inputs: tuple[Tensor, ...], gi: Tensor, code: int, backend: str | 
     return make_executor(problem, BUFFERS, tensors, backend)
 
 
-_validated = ValidatedCalls(OP)
+_validated = ValidatedCalls(OP)        # calls given their output
+_validated_new = ValidatedCalls(OP)    # calls that allocate it
 
 
 def _reduction_key(reduction: Any) -> Any:
@@ -141,9 +142,9 @@ def _plan(grad_output: Any, self: Any, target: Any, reduction: Any, grad_input: 
     """Phase 1 for a given output (``name`` as the caller called it)."""
     buffers = (grad_output, self, target, grad_input)
     key = _validated.signature(buffers, _reduction_key(reduction))
-    known = _validated.tensors(key, buffers, INPUTS + (name,))
-    if known is not None:
-        return make_executor(known[0], BUFFERS, known[1], backend)
+    problem = _validated.checked(key, buffers, INPUTS + (name,))
+    if problem is not None:
+        return make_executor(problem, BUFFERS, as_tensors(problem, buffers), backend)
     inputs, code, shape, _ = _validate_inputs(grad_output, self, target, reduction)
     if grad_input is None:
         raise null_argument(OP, name)
@@ -176,7 +177,21 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     output dtype. Returns ``out`` (any float dtype; written in place) or a new
     array/tensor of dtype P and the kind of ``self``.
     """
+    inputs = (grad_output, self, target)
     if out is None:
-        inputs, _, shape, dtype = _validate_inputs(grad_output, self, target, reduction)
-        out = empty_like_output(inputs[1], shape, dtype)
-    return _plan(grad_output, self, target, reduction, out, "out", backend).run()
+        key = _validated_new.signature(inputs, _reduction_key(reduction))
+        problem = _validated_new.known(key)
+        if problem is None:
+            adapted, _, shape, dtype = _validate_inputs(grad_output, self, target, reduction)
+            executor = _plan(grad_output, self, target, reduction,
+                             empty_like_output(adapted[1], shape, dtype), "out", backend)
+            _validated_new.remember(key, executor.problem)
+            return executor.run()
+        out = new_output(problem.output)
+    else:
+        key = _validated.signature(inputs + (out,), _reduction_key(reduction))
+        problem = _validated.checked(key, inputs + (out,), INPUTS + ("out",))
+        if problem is None:
+            return _plan(grad_output, self, target, reduction, out, "out", backend).run()
+    run_once(problem, inputs + (out,), backend)
+    return out

@@ -7,6 +7,10 @@ built. What depends on the buffers themselves (the output's writability, and
 overlap between output and inputs) is still checked on every call. This keeps
 a tiny call at a few microseconds; anything unusual (torch tensors, lists,
 a first-time signature) takes the full path.
+
+Each op keeps two memos: one for calls given an output, keyed on every buffer,
+and one for calls that allocate it, keyed on the inputs alone (the new output
+is always a C-ordered NumPy array, so its metadata follows from the Problem).
 """
 from __future__ import annotations
 
@@ -14,13 +18,14 @@ from typing import Any, Hashable
 
 import numpy as np
 
-from .arrays import Tensor
+from .arrays import Tensor, TensorMeta, numpy_dtype
 from .errors import invalid_argument
 from .executor import check_output_overlap
 from .problem import Problem
 
 MAX_SIGNATURES = 1024
 _make_tensor = Tensor._make
+_may_share_memory = np.may_share_memory
 
 
 class ValidatedCalls:
@@ -50,21 +55,30 @@ class ValidatedCalls:
             self._problems.clear()
         self._problems[key] = problem
 
-    def tensors(self, key: tuple | None, buffers: tuple, names: tuple[str, ...]
-                ) -> tuple[Problem, tuple[Tensor, ...]] | None:
-        """(Problem, adapted buffers) for a known signature, after the per-buffer
-        checks; None for an unknown one."""
+    def known(self, key: tuple | None) -> Problem | None:
+        """The Problem of a known signature (calls that allocate their output)."""
+        return self._problems.get(key) if key is not None else None
+
+    def checked(self, key: tuple | None, buffers: tuple, names: tuple[str, ...]) -> Problem | None:
+        """The Problem of a known signature once the output (last of ``buffers``)
+        passed the per-call checks; None for an unknown signature."""
         problem = self._problems.get(key) if key is not None else None
         if problem is None:
             return None
-        out = buffers[-1]
+        *inputs, out = buffers
         if not out.flags.writeable:
             raise invalid_argument(self.op, names[-1], "is read-only; the output must be writable")
-        tensors = self._adapt(problem, buffers)
-        if any([np.may_share_memory(out, b) for b in buffers[:-1]]):
-            check_output_overlap(self.op, names, tensors)   # names the input, and raises
-        return problem, tensors
+        for b in inputs:
+            if _may_share_memory(out, b):
+                check_output_overlap(self.op, names, as_tensors(problem, buffers))   # names the input
+        return problem
 
-    @staticmethod
-    def _adapt(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:
-        return tuple([_make_tensor((meta, "cpu", b, b)) for meta, b in zip(problem.tensors, buffers)])
+
+def as_tensors(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:
+    """NumPy ``buffers`` of a validated signature as Tensors (their own native views)."""
+    return tuple([_make_tensor((meta, "cpu", b, b)) for meta, b in zip(problem.tensors, buffers)])
+
+
+def new_output(meta: TensorMeta) -> np.ndarray:
+    """A C-ordered NumPy output for ``meta``, as an allocating call makes it."""
+    return np.empty(meta.shape, numpy_dtype(meta.dtype))
