@@ -116,9 +116,9 @@ def _plan(grad_output: Any, self: Any, padding: Any, grad_input: Any, name: str,
     """Phase 1 for a given output (``name`` as the caller called it)."""
     key = _validated.signature((grad_output, self, grad_input), _exact_pads(padding))
     buffers = (grad_output, grad_input)
-    problem = _validated.checked(key, buffers, ("grad_output", name))
-    if problem is not None:
-        return make_executor(problem, BUFFERS, as_tensors(problem, buffers), backend)
+    known = _validated.checked(key, buffers, ("grad_output", name))
+    if known is not None:
+        return make_executor(known.problem, BUFFERS, as_tensors(known.problem, buffers), backend)
     go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
     if grad_input is None:
         raise null_argument(OP, name)
@@ -153,18 +153,18 @@ def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: A
     pads = _exact_pads(padding)
     if out is None:
         key = _validated_new.signature((grad_output, self), pads)
-        problem = _validated_new.known(key)
-        if problem is None:
+        known = _validated_new.known(key)
+        if known is None:
             go, shape, dtype, _ = _validate_inputs(grad_output, self, padding)
             executor = _plan(grad_output, self, padding, empty_like_output(go, shape, dtype), "out",
                              backend)
             _validated_new.remember(key, executor.problem)
             return executor.run()
-        out = new_output(problem.output)
+        out = new_output(known.problem.output)
     else:
         key = _validated.signature((grad_output, self, out), pads)
-        problem = _validated.checked(key, (grad_output, out), ("grad_output", "out"))
-        if problem is None:
+        known = _validated.checked(key, (grad_output, out), ("grad_output", "out"))
+        if known is None:
             return _plan(grad_output, self, padding, out, "out", backend).run()
-    run_once(problem, (grad_output, out), backend)
+    run_once(known, (grad_output, out), backend)
     return out

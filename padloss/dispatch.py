@@ -83,7 +83,8 @@ class Registry:
         self._lock = threading.Lock()
         self._backends: dict[str, Backend] | None = None
         self._ordered: list[Backend] = []
-        self.choices: dict[tuple, _Choice] = {}   # select_backend's memory, emptied on reload
+        self.choices: dict[tuple, Choice] = {}   # choose()'s memory, emptied on reload
+        self.epoch = 0                           # counts reloads
 
     def backends(self) -> dict[str, Backend]:
         if self._backends is None:
@@ -120,6 +121,7 @@ class Registry:
         with self._lock:
             self._backends = None
             self.choices = {}
+            self.epoch += 1
 
     def by_priority(self) -> list[Backend]:
         """Backends, highest priority first (ties keep registration order)."""
@@ -168,35 +170,54 @@ def _environment_reader():
 environment_backend = _environment_reader()
 
 
-class _Choice(NamedTuple):
+class Choice(NamedTuple):
+    """A selection, remembered: it stands while :meth:`holds` says so."""
+
     backend: Backend
     skipped: tuple[Backend, ...]   # passed over for being unavailable: asked again each call
+    epoch: int                     # the registry's load it was made in
+
+    def holds(self) -> bool:
+        """Same registry, the backend still available, none of the skipped ones now."""
+        return (self.epoch == registry.epoch and self.backend.availability()[0]
+                and not (self.skipped and any([b.availability()[0] for b in self.skipped])))
+
+
+def request(requested: str | None) -> tuple:
+    """What decides the choice besides the Problem: (backend= argument, the
+    enclosing use_backend block, the environment variable)."""
+    return requested, _chosen.get(), environment_backend()
 
 
 def select_backend(problem: Problem, requested: str | None = None) -> Backend:
     """The backend that will run ``problem`` under the selection order above."""
-    key = (problem, requested, _chosen.get(), environment_backend())
+    return choose(problem, request(requested)).backend
+
+
+def choose(problem: Problem, asked: tuple) -> Choice:
+    """The Choice for ``problem`` under ``asked`` (a :func:`request`)."""
+    key = (problem, asked)
     known = registry.choices.get(key)
-    if (known is not None and known.backend.availability()[0]
-            and not (known.skipped and any([b.availability()[0] for b in known.skipped]))):
-        return known.backend
-    request, block, variable = key[1:]
+    if known is not None and known.holds():
+        return known
+    requested, block, variable = asked
     if requested is not None:
-        choice = _explicit(problem, requested, "the backend= argument")
+        backend, skipped = _explicit(problem, requested, "the backend= argument"), ()
     elif block is not None:
-        choice = _explicit(problem, block, "padloss.use_backend()")
+        backend, skipped = _explicit(problem, block, "padloss.use_backend()"), ()
     elif variable:
-        choice = _explicit(problem, variable, f"the {ENV_VAR} environment variable")
+        backend, skipped = _explicit(problem, variable, f"the {ENV_VAR} environment variable"), ()
     else:
-        choice = _automatic(problem)
+        backend, skipped = _automatic(problem)
+    choice = Choice(backend, skipped, registry.epoch)
     choices = registry.choices
     if len(choices) >= MAX_CHOICES:
         choices.clear()
     choices[key] = choice
-    return choice.backend
+    return choice
 
 
-def _explicit(problem: Problem, name: str, origin: str) -> _Choice:
+def _explicit(problem: Problem, name: str, origin: str) -> Backend:
     backends = registry.backends()
     backend = backends.get(name)
     if backend is None:
@@ -210,10 +231,11 @@ def _explicit(problem: Problem, name: str, origin: str) -> _Choice:
     if why_not is not None:
         raise invalid_argument(problem.op, "backend",
                                f"backend {name!r} (from {origin}) cannot run this call: {why_not}")
-    return _Choice(backend, ())
+    return backend
 
 
-def _automatic(problem: Problem) -> _Choice:
+def _automatic(problem: Problem) -> tuple[Backend, tuple[Backend, ...]]:
+    """The first backend that runs ``problem``, and those skipped as unavailable."""
     refusals = []
     unavailable = []
     for backend in registry.by_priority():
@@ -224,7 +246,7 @@ def _automatic(problem: Problem) -> _Choice:
             unavailable.append(backend)
         why_not = reason if not ok else backend.supports(problem)
         if why_not is None:
-            return _Choice(backend, tuple(unavailable))
+            return backend, tuple(unavailable)
         refusals.append(f"{backend.name}: {why_not}")
     detail = "; ".join(refusals) if refusals else "no backend computes on this device"
     raise BackendError(f"{problem.op}: no backend can run this call on device "

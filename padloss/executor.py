@@ -9,16 +9,19 @@ with the same buffers or with new ones of identical metadata.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 import numpy as np
 
 from .arrays import Tensor, as_tensor, overlaps
 from .backend import Backend, Plan
-from .dispatch import select_backend
+from .dispatch import Choice, choose, request, select_backend
 from .errors import invalid_argument, null_argument
 from .plan_cache import plan_cache
 from .problem import Problem
+
+if TYPE_CHECKING:
+    from .memo import Known
 
 
 class EmptyPlan:
@@ -144,25 +147,53 @@ def bind(plan: Plan, natives: tuple) -> Any:
     return natives if binder is None else binder(natives)
 
 
-def plan_for(problem: Problem, requested_backend: str | None) -> tuple[Backend, Plan]:
-    """The end of phase 1 for every op: pick the backend, fetch or build the plan."""
-    backend = select_backend(problem, requested_backend)
-    key = (problem, backend.name, backend.cache_context())
+def _fetch(problem: Problem, backend: Backend, key: tuple) -> Plan:
     plan = plan_cache.get(key)
     if plan is None:
         plan = plan_cache.get_or_build(key, lambda: EMPTY_PLAN if problem.is_empty else backend.compile(problem))
-    return backend, plan
+    return plan
 
 
 def make_executor(problem: Problem, names: tuple[str, ...], tensors: tuple[Tensor, ...],
                   requested_backend: str | None) -> Executor:
-    return Executor(problem, *plan_for(problem, requested_backend), names, tensors)
+    """The end of phase 1 for every op: pick the backend, fetch or build the plan."""
+    backend = select_backend(problem, requested_backend)
+    plan = _fetch(problem, backend, (problem, backend.name, backend.cache_context()))
+    return Executor(problem, backend, plan, names, tensors)
 
 
-def run_once(problem: Problem, arrays: tuple[np.ndarray, ...], requested_backend: str | None) -> None:
+class Ready(NamedTuple):
+    """The plan a one-shot call ran, and what it depended on: the next call with
+    the same signature runs it again if all of that still holds."""
+
+    asked: tuple        # dispatch.request(): backend=, use_backend block, PADLOSS_BACKEND
+    choice: Choice
+    context: tuple      # the backend's cache_context()
+    key: tuple          # the plan-cache key
+    generation: int     # plan_cache.generation before the plan was fetched
+    plan: Plan
+
+
+def _ready(problem: Problem, asked: tuple) -> Ready:
+    choice = choose(problem, asked)
+    context = choice.backend.cache_context()
+    key = (problem, choice.backend.name, context)
+    generation = plan_cache.generation
+    return Ready(asked, choice, context, key, generation, _fetch(problem, choice.backend, key))
+
+
+def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: str | None) -> None:
     """Phases 1 (from the plan on) and 2 of a one-shot call on validated NumPy
-    arrays, which are their own native views: an Executor's run, without building
-    one (that alone costs a tenth of a tiny call)."""
-    plan = plan_for(problem, requested_backend)[1]
+    arrays, which are their own native views: an Executor's run without building
+    one. The plan the last such call ran is reused while its choice stands and
+    the plan cache still holds it (counted as a hit there, as a lookup would be):
+    a tiny call is mostly this bookkeeping."""
+    asked = request(requested_backend)
+    ready = known.ready
+    if (ready is None or ready.asked != asked or not ready.choice.holds()
+            or ready.choice.backend.cache_context() != ready.context
+            or not plan_cache.touch(ready.key, ready.generation)):
+        ready = known.ready = _ready(known.problem, asked)
+    plan = ready.plan
     size = plan.workspace_size
     plan.run(bind(plan, arrays), np.empty(size, np.uint8) if size else None, None)

@@ -142,9 +142,9 @@ def _plan(grad_output: Any, self: Any, target: Any, reduction: Any, grad_input: 
     """Phase 1 for a given output (``name`` as the caller called it)."""
     buffers = (grad_output, self, target, grad_input)
     key = _validated.signature(buffers, _reduction_key(reduction))
-    problem = _validated.checked(key, buffers, INPUTS + (name,))
-    if problem is not None:
-        return make_executor(problem, BUFFERS, as_tensors(problem, buffers), backend)
+    known = _validated.checked(key, buffers, INPUTS + (name,))
+    if known is not None:
+        return make_executor(known.problem, BUFFERS, as_tensors(known.problem, buffers), backend)
     inputs, code, shape, _ = _validate_inputs(grad_output, self, target, reduction)
     if grad_input is None:
         raise null_argument(OP, name)
@@ -180,18 +180,18 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     inputs = (grad_output, self, target)
     if out is None:
         key = _validated_new.signature(inputs, _reduction_key(reduction))
-        problem = _validated_new.known(key)
-        if problem is None:
+        known = _validated_new.known(key)
+        if known is None:
             adapted, _, shape, dtype = _validate_inputs(grad_output, self, target, reduction)
             executor = _plan(grad_output, self, target, reduction,
                              empty_like_output(adapted[1], shape, dtype), "out", backend)
             _validated_new.remember(key, executor.problem)
             return executor.run()
-        out = new_output(problem.output)
+        out = new_output(known.problem.output)
     else:
         key = _validated.signature(inputs + (out,), _reduction_key(reduction))
-        problem = _validated.checked(key, inputs + (out,), INPUTS + ("out",))
-        if problem is None:
+        known = _validated.checked(key, inputs + (out,), INPUTS + ("out",))
+        if known is None:
             return _plan(grad_output, self, target, reduction, out, "out", backend).run()
-    run_once(problem, inputs + (out,), backend)
+    run_once(known, inputs + (out,), backend)
     return out

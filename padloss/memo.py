@@ -11,6 +11,7 @@ a first-time signature) takes the full path.
 Each op keeps two memos: one for calls given an output, keyed on every buffer,
 and one for calls that allocate it, keyed on the inputs alone (the new output
 is always a C-ordered NumPy array, so its metadata follows from the Problem).
+An entry also keeps the plan its last one-shot call ran (see executor.run_once).
 """
 from __future__ import annotations
 
@@ -25,15 +26,28 @@ from .problem import Problem
 
 MAX_SIGNATURES = 1024
 _make_tensor = Tensor._make
-_may_share_memory = np.may_share_memory
+# The C function under NumPy's __array_function__ dispatch (1.7x faster): the
+# arguments here are plain ndarrays, which that dispatch would hand to it anyway.
+_may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
+
+
+class Known:
+    """A validated signature's Problem, and what its last one-shot call ran
+    (an executor.Ready, or None), kept for the next call to check and reuse."""
+
+    __slots__ = ("problem", "ready")
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        self.ready = None
 
 
 class ValidatedCalls:
-    """Signature -> Problem for one op; cleared when full (a cheap, safe bound)."""
+    """Signature -> Known for one op; cleared when full (a cheap, safe bound)."""
 
     def __init__(self, op: str):
         self.op = op
-        self._problems: dict[Hashable, Problem] = {}
+        self._known: dict[Hashable, Known] = {}
 
     @staticmethod
     def signature(arrays: tuple, params: Any) -> tuple | None:
@@ -51,27 +65,27 @@ class ValidatedCalls:
     def remember(self, key: tuple | None, problem: Problem) -> None:
         if key is None:
             return
-        if len(self._problems) >= MAX_SIGNATURES:
-            self._problems.clear()
-        self._problems[key] = problem
+        if len(self._known) >= MAX_SIGNATURES:
+            self._known.clear()
+        self._known[key] = Known(problem)
 
-    def known(self, key: tuple | None) -> Problem | None:
-        """The Problem of a known signature (calls that allocate their output)."""
-        return self._problems.get(key) if key is not None else None
+    def known(self, key: tuple | None) -> Known | None:
+        """The entry of a known signature (calls that allocate their output)."""
+        return self._known.get(key) if key is not None else None
 
-    def checked(self, key: tuple | None, buffers: tuple, names: tuple[str, ...]) -> Problem | None:
-        """The Problem of a known signature once the output (last of ``buffers``)
+    def checked(self, key: tuple | None, buffers: tuple, names: tuple[str, ...]) -> Known | None:
+        """The entry of a known signature once the output (last of ``buffers``)
         passed the per-call checks; None for an unknown signature."""
-        problem = self._problems.get(key) if key is not None else None
-        if problem is None:
+        known = self._known.get(key) if key is not None else None
+        if known is None:
             return None
         *inputs, out = buffers
         if not out.flags.writeable:
             raise invalid_argument(self.op, names[-1], "is read-only; the output must be writable")
         for b in inputs:
             if _may_share_memory(out, b):
-                check_output_overlap(self.op, names, as_tensors(problem, buffers))   # names the input
-        return problem
+                check_output_overlap(self.op, names, as_tensors(known.problem, buffers))   # names the input
+        return known
 
 
 def as_tensors(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:

@@ -23,6 +23,7 @@ class PlanCache:
         self._max_size = self._checked_size(max_size)
         self.hits = 0
         self.misses = 0
+        self.generation = 0   # counts removals: a plan fetched in generation g is still held while it holds
 
     @staticmethod
     def _checked_size(value: int) -> int:
@@ -53,6 +54,7 @@ class PlanCache:
             self._plans.clear()
             self.hits = 0
             self.misses = 0
+            self.generation += 1
 
     def get(self, key: Hashable) -> object | None:
         """The plan under ``key`` (a hit, now the most recently used), or None
@@ -63,6 +65,21 @@ class PlanCache:
                 self._plans.move_to_end(key)
                 self.hits += 1
             return plan
+
+    def touch(self, key: Hashable, generation: int) -> bool:
+        """Count a hit on a plan the caller fetched in ``generation`` and kept, and
+        make it the most recently used; False (nothing counted) when a plan was
+        removed since, as it may have been this one, or the plan was never held
+        (``max_size`` 0). Cheaper than :meth:`get` when the caller has the plan."""
+        with self._lock:
+            if generation != self.generation:
+                return False
+            try:
+                self._plans.move_to_end(key)
+            except KeyError:
+                return False
+            self.hits += 1
+            return True
 
     def get_or_build(self, key: Hashable, build: Callable[[], object]) -> object:
         plan = self.get(key)
@@ -82,6 +99,7 @@ class PlanCache:
     def _evict(self) -> None:
         while len(self._plans) > self._max_size:
             self._plans.popitem(last=False)
+            self.generation += 1
 
     def __repr__(self) -> str:
         return (f"PlanCache(size={self.size}, max_size={self.max_size}, "

@@ -44,6 +44,7 @@ def plugin(monkeypatch):
     import padloss_test_plugin
 
     padloss_test_plugin.compiled.clear()
+    padloss_test_plugin.runs.clear()
     yield padloss_test_plugin
     monkeypatch.undo()
     registry.reload()
@@ -214,6 +215,47 @@ def test_selection_order(plugin, monkeypatch):
     with padloss.use_backend("recording"):
         assert ran_on_plugin()
         assert not ran_on_plugin(backend="numba")
+
+
+def test_repeated_calls_see_every_change_that_decides_the_plan(plugin, monkeypatch, fresh_cache):
+    """A one-shot call reuses the plan its signature ran last only while nothing
+    that chose it changed: the selection inputs, availability, the thread count."""
+    go, x, p = _pad_call(np.random.default_rng(0), np.float32, (1, 2, 4, 4), (1, 1, 1, 1))
+    expected = bits(reference.circular_pad2d_backward(go, x.shape, p))
+
+    def run(**kw):
+        plugin.runs.clear()
+        out = padloss.circular_pad2d_backward(go, x, p, **kw)
+        np.testing.assert_array_equal(bits(out), expected)
+        return "recording" if plugin.runs else "numba"
+
+    assert run() == run() == "numba"
+    assert (fresh_cache.hits, fresh_cache.misses) == (1, 1)
+    monkeypatch.setenv("PADLOSS_BACKEND", "recording")
+    assert run() == "recording"
+    monkeypatch.delenv("PADLOSS_BACKEND")
+    assert run() == "numba"
+    with padloss.use_backend("recording"):
+        run()
+        assert fresh_cache.hits == 3              # the recording plan, cached: a hit, not a rebuild
+    numba_backend = padloss.dispatch.registry.backends()["numba"]
+    monkeypatch.setattr(type(numba_backend), "availability", lambda self: (False, "switched off"))
+    assert run() == "recording"                   # automatic: the next backend that is available
+    with pytest.raises(padloss.BackendError, match="switched off"):
+        run(backend="numba")
+    monkeypatch.undo()
+    monkeypatch.syspath_prepend(str(PLUGIN_DIR))
+    assert run() == "numba"                       # available again: it wins again
+    misses = fresh_cache.misses
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS > 1:
+        numba.set_num_threads(1)
+        try:
+            run()
+            assert fresh_cache.misses == misses + 1   # a plan for one thread
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
 def test_use_backend_is_per_thread():

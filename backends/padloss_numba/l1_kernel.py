@@ -163,22 +163,25 @@ def _next_row(index, offsets, dims, steps):
 
 
 def make_kernel(kinds: tuple[int, int, int, int], promoted: int, parallel: bool):
-    """Compile-on-first-call ``kernel(go, self, target, out, dims, steps, starts, coef,
-    block, chunks)``.
+    """Compile-on-first-call ``kernel(go, self, target, out, nest, coef)``.
 
     ``kinds`` are the storage kinds of (grad_output, self, target, grad_input);
-    ``promoted`` is P's kind. ``dims`` is the loop shape (``RANK`` int64s),
-    ``steps`` a (4, ``RANK``) int64 array of each array's strides and
-    ``starts`` each array's offset of element 0: arrays, not tuples, because
-    Numba unboxes nested tuples slowly (~1 us a call) and parallel regions take
-    arrays. ``chunks`` is how many pieces the work is split into (the serial
-    twin runs one); the caller reads the thread count, since reading it here
-    would keep Numba from caching the kernel on disk.
+    ``promoted`` is P's kind. ``nest`` holds 5 * ``RANK`` + 6 int64s: the loop shape
+    (``RANK`` dims), each array's strides over it (4 x ``RANK``), each array's
+    offset of element 0 (4), the inner block length, and how many pieces the work
+    is split into (the serial twin runs one). One array, not tuples or scalars:
+    Numba unboxes nested tuples slowly (~1 us a call), every argument costs
+    ~0.05 us, and parallel regions take arrays. The caller reads the thread
+    count, since reading it here would keep Numba from caching the kernel on disk.
     """
     gk, xk, tk, ok = kinds
     pk = promoted
 
-    def kernel(go, x, t, out, dims, steps, starts, coef, block, chunks):
+    def kernel(go, x, t, out, nest, coef):
+        dims = nest[:RANK]
+        steps = nest[RANK:5 * RANK].reshape((4, RANK))
+        starts = nest[5 * RANK:5 * RANK + 4]
+        block, chunks = nest[5 * RANK + 4], nest[5 * RANK + 5]
         inner = dims[RANK - 1]
         rows = 1
         for k in range(RANK - 1):

@@ -145,21 +145,19 @@ class L1LossBackwardPlan:
         # element 0's offset from each tensor's lowest address (negative strides start high)
         bases = [sum((n - 1) * -s for n, s in zip(m.shape, m.strides) if s < 0) for m in metas]
         strides = [broadcast_strides(m, shape) for m in metas]
-        loop_shape, loop_strides, self._bases = coalesce(shape, strides, bases)
+        loop_shape, loop_strides, starts = coalesce(shape, strides, bases)
         self.loop_shape = loop_shape          # what the kernel walks (1 or 2 dims, mostly)
         pad = RANK - len(loop_shape)
-        self._shape = (1,) * pad + loop_shape
-        self._strides = tuple((0,) * pad + s for s in loop_strides)
-        self._dims = np.array(self._shape, np.int64)       # the kernel's loop-nest arguments
-        self._steps = np.array(self._strides, np.int64).reshape(4, RANK)
-        self._starts = np.array(self._bases, np.int64)
-        self._coef = mean_coefficient(shape, compute) if reduction == 1 else compute(1.0)
+        dims = (1,) * pad + loop_shape
+        steps = sum(((0,) * pad + s for s in loop_strides), ())
+        coef = mean_coefficient(shape, compute) if reduction == 1 else compute(1.0)
         self._flatten = tuple(_flattener(m) for m in metas)
         self._parallel = problem.output.size >= PARALLEL_MIN_ELEMENTS
-        self._chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1
+        chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1
         # a row longer than a chunk's share is cut into blocks, so one long row still splits
-        self._block = max(1, min(MAX_BLOCK, -(-self._shape[-1] // self._chunks)))
-        self._constants = (self._dims, self._steps, self._starts, self._coef, self._block, self._chunks)
+        block = max(1, min(MAX_BLOCK, -(-dims[-1] // chunks)))
+        nest = np.array(dims + steps + starts + (block, chunks), np.int64)   # the kernel's loop nest, one array
+        self._constants = (nest, coef)
         kinds = tuple(storage_kind(m.dtype) for m in metas)
         signature = (tuple(_flat_type(m, writable=(i == 3)) for i, m in enumerate(metas))
                      + tuple(numba.typeof(c) for c in self._constants))

@@ -1,11 +1,24 @@
 """A test-only third-party backend, discovered through the padloss.backends entry point.
 
 It delegates the computation to the numba backend and records each Problem it
-was asked to compile, so tests can tell which backend ran a call.
+was asked to compile and each run, so tests can tell which backend ran a call.
+Its plans have no ``bind`` hook: they take the native buffers on every run.
 """
 from padloss import Backend
 
 compiled = []
+runs = []
+
+
+class RecordedPlan:
+    def __init__(self, plan):
+        self._plan = plan
+        self.workspace_size = plan.workspace_size
+
+    def run(self, buffers, workspace, stream):
+        runs.append(self)
+        bind = getattr(self._plan, "bind", None)
+        self._plan.run(buffers if bind is None else bind(buffers), workspace, stream)
 
 
 class RecordingBackend(Backend):
@@ -21,7 +34,7 @@ class RecordingBackend(Backend):
         from padloss_numba.numba_backend import COMPILERS
 
         compiled.append(problem)
-        return COMPILERS[problem.op](problem, numba.get_num_threads())
+        return RecordedPlan(COMPILERS[problem.op](problem, numba.get_num_threads()))
 
     def cache_context(self):
         import numba
