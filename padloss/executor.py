@@ -15,7 +15,7 @@ import numpy as np
 
 from .arrays import Tensor, as_tensor, overlaps
 from .backend import Backend, Plan
-from .dispatch import Choice, choose, request, select_backend
+from .dispatch import Choice, choose, current_block, environment_backend, select_backend
 from .errors import invalid_argument, null_argument
 from .plan_cache import plan_cache
 from .problem import Problem
@@ -188,7 +188,7 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     one. The plan the last such call ran is reused while its choice stands and
     the plan cache still holds it (counted as a hit there, as a lookup would be):
     a tiny call is mostly this bookkeeping."""
-    asked = request(requested_backend)
+    asked = (requested_backend, current_block(), environment_backend())   # dispatch.request(), inlined
     ready = known.ready
     if (ready is None or ready.asked != asked or not ready.choice.holds()
             or ready.choice.backend.cache_context() != ready.context

@@ -22,6 +22,7 @@ from .problem import Problem
 OP = "l1_loss_backward"
 BUFFERS = ("grad_output", "self", "target", "grad_input")
 INPUTS = BUFFERS[:-1]
+ONE_SHOT_NAMES = INPUTS + ("out",)   # the output is called out in the one-shot call
 FLOATS = ("float16", "bfloat16", "float32", "float64")   # float64: CPU extension
 INTEGERS = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -177,8 +178,8 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     output dtype. Returns ``out`` (any float dtype; written in place) or a new
     array/tensor of dtype P and the kind of ``self``.
     """
-    inputs = (grad_output, self, target)
     if out is None:
+        inputs = (grad_output, self, target)
         key = _validated_new.signature(inputs, _reduction_key(reduction))
         known = _validated_new.known(key)
         if known is None:
@@ -188,10 +189,12 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
             _validated_new.remember(key, executor.problem)
             return executor.run()
         out = new_output(known.problem.output)
+        buffers = inputs + (out,)
     else:
-        key = _validated.signature(inputs + (out,), _reduction_key(reduction))
-        known = _validated.checked(key, inputs + (out,), INPUTS + ("out",))
+        buffers = (grad_output, self, target, out)
+        key = _validated.signature(buffers, _reduction_key(reduction))
+        known = _validated.checked(key, buffers, ONE_SHOT_NAMES)
         if known is None:
             return _plan(grad_output, self, target, reduction, out, "out", backend).run()
-    run_once(known, inputs + (out,), backend)
+    run_once(known, buffers, backend)
     return out

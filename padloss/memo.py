@@ -56,10 +56,13 @@ class ValidatedCalls:
         if params is None:
             return None
         key: list = [params]
+        append = key.append
         for a in arrays:
             if type(a) is not np.ndarray:
                 return None
-            key += (a.dtype, a.shape, a.strides)
+            append(a.dtype)
+            append(a.shape)
+            append(a.strides)
         return tuple(key)
 
     def remember(self, key: tuple | None, problem: Problem) -> None:
