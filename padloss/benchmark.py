@@ -59,7 +59,9 @@ def time_round(fn: Callable[[], object], calls: int) -> float:
 def calls_per_round(fn: Callable[[], object], round_s: float, max_calls: int = 20_000) -> int:
     """How many back-to-back calls of ``fn`` fill about ``round_s`` seconds (at
     least one), from the fastest of a few timed calls (one when a call is
-    slow); they double as a warm-up."""
+    slow); they double as a warm-up. A first, untimed call may compile: timed,
+    it made a microsecond call look slow, so each round held one cold call."""
+    fn()
     fastest = time_round(fn, 1)
     if fastest < round_s / 10:
         fastest = min(fastest, *(time_round(fn, 1) for _ in range(5)))
