@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .convert import F32, F64, load, store_half_away, store_nearest_even
+from .convert import F32, F64, load, store_half_away
 from .disk_cache import ENABLED as CACHE
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
@@ -51,9 +51,10 @@ def _sum1(dst, r, d, a, ra, ia, n, src_kind, out_kind):
     """dst[r, d+i] = a[ra, ia+i] for i < n, converted and rounded."""
     if src_kind == out_kind:
         # One term read straight from storage is representable: every rounding
-        # mode returns it unchanged, and nearest-even is the cheapest cast.
+        # mode returns it unchanged, so its bits are copied (a signalling NaN is
+        # not quieted; NaN payloads are not part of the contract).
         for i in range(n):
-            dst[r, np.uint64(d + i)] = store_nearest_even(out_kind, load(src_kind, a[ra, np.uint64(ia + i)]))
+            dst[r, np.uint64(d + i)] = a[ra, np.uint64(ia + i)]
     else:
         for i in range(n):
             dst[r, np.uint64(d + i)] = final_round(out_kind, load(src_kind, a[ra, np.uint64(ia + i)]))
