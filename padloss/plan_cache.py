@@ -24,6 +24,7 @@ class PlanCache:
         self.hits = 0
         self.misses = 0
         self.generation = 0   # counts removals: a plan fetched in generation g is still held while it holds
+        self._newest = None   # the key last made most recent (repeated calls skip re-ordering)
 
     @staticmethod
     def _checked_size(value: int) -> int:
@@ -55,6 +56,7 @@ class PlanCache:
             self.hits = 0
             self.misses = 0
             self.generation += 1
+            self._newest = None
 
     def get(self, key: Hashable) -> object | None:
         """The plan under ``key`` (a hit, now the most recently used), or None
@@ -63,6 +65,7 @@ class PlanCache:
             plan = self._plans.get(key)
             if plan is not None:
                 self._plans.move_to_end(key)
+                self._newest = key
                 self.hits += 1
             return plan
 
@@ -74,10 +77,12 @@ class PlanCache:
         with self._lock:
             if generation != self.generation:
                 return False
-            try:
-                self._plans.move_to_end(key)
-            except KeyError:
-                return False
+            if key is not self._newest:   # else it is the most recent already
+                try:
+                    self._plans.move_to_end(key)
+                except KeyError:
+                    return False
+                self._newest = key
             self.hits += 1
             return True
 
@@ -93,6 +98,7 @@ class PlanCache:
                 return plan
             winner = self._plans.setdefault(key, plan)
             self._plans.move_to_end(key)
+            self._newest = key
             self._evict()
         return winner
 

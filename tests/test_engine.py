@@ -129,6 +129,20 @@ def test_lru_eviction_order():
         cache.max_size = -1
 
 
+def test_touch_counts_a_kept_plan_only_while_the_cache_holds_it():
+    cache = PlanCache(max_size=2)
+    generation = cache.generation
+    cache.get_or_build("a", lambda: "A")
+    cache.get_or_build("b", lambda: "B")
+    assert cache.touch("a", generation) and cache.touch("a", generation)   # "a" is now the newest
+    assert cache.hits == 2
+    cache.get_or_build("c", lambda: "C")                                  # so "b" is evicted, not "a"
+    assert cache.get("a") == "A" and cache.get("b") is None
+    assert not cache.touch("a", generation)                               # a removal happened since
+    assert not PlanCache(max_size=0).touch("a", 0)                        # never held
+    assert cache.hits == 3
+
+
 def test_plan_keeps_no_user_array_alive(fresh_cache):
     go, x, p = _pad_call(np.random.default_rng(0), np.float32, (2, 2, 5, 5), (1, 1, 1, 1))
     out = padloss.circular_pad2d_backward(go, x, p)

@@ -168,7 +168,9 @@ class L1LossBackwardPlan:
 
     def bind(self, buffers: tuple) -> tuple:
         """The kernel's arguments for these buffers: their flat views, then the plan's."""
-        return tuple([flat(a) for flat, a in zip(self._flatten, buffers)]) + self._constants
+        g, x, t, o = self._flatten
+        grad_output, self_, target, out = buffers
+        return (g(grad_output), x(self_), t(target), o(out), *self._constants)
 
     def run(self, args: tuple, workspace, stream) -> None:
         if self._parallel:
