@@ -18,7 +18,8 @@ import pytest
 from numba import njit, prange
 
 from padloss_numba import convert
-from padloss_numba.convert import BF16, F16, F32, F64, load, store_half_away, store_nearest_even
+from padloss_numba.convert import (BF16, F16, F32, F64, load, store_exact, store_half_away,
+                                   store_nearest_even)
 
 # The oracles cast inf/NaN/out-of-range values on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
@@ -376,6 +377,27 @@ def test_round_to_odd_helper():
                           0x7F7FFFFF, 0x7F800000])
     got = np.array([convert.f64_to_f32_round_odd(v) for v in x], np.float32)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@njit
+def exact_kernel(kind, a, out):
+    numba.literally(kind)
+    for i in range(a.size):
+        out[i] = store_exact(kind, load(kind, a[i]))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_store_exact_returns_every_representable_value(kind):
+    """Every 16-bit pattern, widened and stored back without rounding work, is itself
+    (a NaN stays a NaN); from float64 too."""
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    got = np.empty_like(bits)
+    exact_kernel(kind, bits, got)
+    nan = np.isnan(bits.view(DTYPE[kind]).astype(np.float32))
+    np.testing.assert_array_equal(got[~nan], bits[~nan])
+    assert np.all(np.isnan(got[nan].view(DTYPE[kind]).astype(np.float32)))
+    wide = bits[~nan].view(DTYPE[kind]).astype(np.float64)
+    assert [store_exact(kind, v) for v in wide[::97]] == list(bits[~nan][::97])
 
 
 # --- compiled-loop behaviour ----------------------------------------------------------------------

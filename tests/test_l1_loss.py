@@ -144,6 +144,20 @@ def test_sign_rules_worked_by_hand():
     assert np.isnan(out[5])
 
 
+@pytest.mark.parametrize("reduction", ["none", "sum"])
+@pytest.mark.parametrize("self_dtype", [BF16, F16, F32])
+def test_unrounded_store_when_grad_has_the_output_dtype(reduction, self_dtype):
+    """bfloat16 grad_output into a bfloat16 output, unscaled: every result is +-grad,
+    a zero or a NaN, stored without rounding work; the bits still match the model."""
+    g = np.array([1.5, -2.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, 3e38, 7.0], BF16)
+    s = np.array([2, 1, 2, 1, 2, 1, 2, 1, 2, 1], self_dtype)
+    t = np.array([1, 2, 1, 2, 2, 2, 1, 2, 1, np.nan], self_dtype)
+    gi = g if reduction == "none" else g[4:5].reshape(())
+    out = np.empty(10, BF16)
+    padloss.l1_loss_backward(gi, s, t, reduction, out=out)
+    np.testing.assert_array_equal(bits(out), bits(reference.l1_loss_backward(gi, s, t, reduction, BF16)))
+
+
 def test_mean_coefficient_divides_one_dim_at_a_time():
     # For B = (7, 5): float32(float32(1/7)/5) = 0x3CEA0EA2 but float32(1/35) = 0x3CEA0EA1.
     sequential = F32(F32(F32(1) / F32(7)) / F32(5))

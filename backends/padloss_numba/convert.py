@@ -146,6 +146,13 @@ def f32_to_bf16_bits_rne(x):
 
 
 @_strict
+def f32_to_bf16_bits_exact(x):
+    """float32 -> bfloat16 bits of a value bfloat16 represents: its top half, no rounding work
+    (any NaN keeps its top half, still a NaN: a NaN's payload is not the contract's)."""
+    return np.uint16(_f32_as_u32(np.float32(x)) >> 16)
+
+
+@_strict
 def f32_to_bf16_bits_half_away(x):
     """float32 -> bfloat16 bits, ties away from zero: bias 0x8000 on the sign-magnitude pattern."""
     return _bf16_round(x, np.uint32(0x8000))
@@ -185,6 +192,12 @@ def f64_to_f16_bits_half_away(x):
 
 
 @_strict
+def f64_to_bf16_bits_exact(x):
+    """float64 -> bfloat16 bits of a value bfloat16 represents (exact through float32)."""
+    return f32_to_bf16_bits_exact(np.float32(x))
+
+
+@_strict
 def f64_to_bf16_bits_half_away(x):
     """float64 -> bfloat16 bits, ties away, single rounding (round-to-odd keeps ties exact)."""
     return f32_to_bf16_bits_half_away(f64_to_f32_round_odd(x))
@@ -206,6 +219,12 @@ def store_nearest_even(kind, v):
 def store_half_away(kind, v):
     """Narrow to ``kind``'s storage with ties away from zero; F32 and F64 are plain casts."""
     return _store_half_away_py(kind, v)
+
+
+def store_exact(kind, v):
+    """Narrow a value that ``kind`` represents exactly (the caller knows it does), with the
+    least work: what every rounding returns for it (bfloat16 truncates; the others cast)."""
+    return _store_exact_py(kind, v)
 
 
 def _literal_kind(kind):
@@ -259,6 +278,8 @@ overload(store_nearest_even, prefer_literal=True, inline="always")(_store_overlo
 overload(store_half_away, prefer_literal=True, inline="always")(_store_overload(
     (f32_to_f16_bits_half_away, f64_to_f16_bits_half_away),
     (f32_to_bf16_bits_half_away, f64_to_bf16_bits_half_away)))
+overload(store_exact, prefer_literal=True, inline="always")(_store_overload(
+    (f32_to_f16_bits_rne, f64_to_f16_bits_rne), (f32_to_bf16_bits_exact, f64_to_bf16_bits_exact)))
 
 
 # Entry points so the API also works when called from plain Python (e.g. in a REPL).
@@ -278,3 +299,9 @@ def _store_nearest_even_py(kind, v):
 def _store_half_away_py(kind, v):
     numba.literally(kind)
     return store_half_away(kind, v)
+
+
+@_strict
+def _store_exact_py(kind, v):
+    numba.literally(kind)
+    return store_exact(kind, v)

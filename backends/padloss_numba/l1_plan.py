@@ -121,14 +121,14 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled_kernel(kinds: tuple, promoted: int, parallel: bool, signature: tuple):
+def _compiled_kernel(kinds: tuple, promoted: int, parallel: bool, exact: bool, signature: tuple):
     """The kernel for one exact signature, compiled now, with compiling on call
     switched off: a call whose arrays differ only in ways that convert safely
     (writable where read-only is typed, aligned where unaligned is) then runs
     this variant instead of compiling another; Numba's dispatcher converts only
     when it may not compile. One dispatcher per signature, so that switch is
     never flipped back while another thread calls."""
-    kernel = make_kernel(kinds, promoted, parallel)
+    kernel = make_kernel(kinds, promoted, parallel, exact)
     kernel.compile(signature)
     kernel.disable_compile()
     return kernel
@@ -164,7 +164,10 @@ class L1LossBackwardPlan:
         kinds = tuple(storage_kind(m.dtype) for m in metas)
         signature = (tuple(_flat_type(m, writable=(i == 3)) for i, m in enumerate(metas))
                      + tuple(numba.typeof(c) for c in self._constants))
-        self._kernel = _compiled_kernel(kinds, STORAGE_CODE[promoted], self._parallel, signature)
+        # sign * grad_output, unscaled (none, sum) and in the output's own dtype, is a value that
+        # dtype holds: +-grad_output, or a zero or NaN
+        exact = reduction != 1 and metas[0].dtype == metas[3].dtype
+        self._kernel = _compiled_kernel(kinds, STORAGE_CODE[promoted], self._parallel, exact, signature)
 
     def bind(self, buffers: tuple) -> tuple:
         """The kernel's arguments for these buffers: their flat views, then the plan's."""
