@@ -158,6 +158,21 @@ def test_unrounded_store_when_grad_has_the_output_dtype(reduction, self_dtype):
     np.testing.assert_array_equal(bits(out), bits(reference.l1_loss_backward(gi, s, t, reduction, BF16)))
 
 
+@pytest.mark.parametrize("g", [3.4e38, -3.4e38, 1e-45, -1e-45, np.inf, np.nan, 0.1])
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_fixed_grad_rounded_once_per_row(g, reduction):
+    """A 0-d grad_output is rounded to the output dtype once per row, then flipped by the
+    sign: the same bits as rounding every element, including a float32 grad that rounds
+    past bfloat16's range (sign 0 must still give 0, not 0 * inf) or to a signed zero."""
+    s = np.array([2, 1, 1, np.nan, 5], F32)
+    t = np.array([1, 2, 1, 1, 5], F32)
+    for out_dtype in (BF16, F16, F32, F64):
+        out = np.empty(5, out_dtype)
+        padloss.l1_loss_backward(np.float32(g), s, t, reduction, out=out)
+        want = reference.l1_loss_backward(np.float32(g), s, t, reduction, out_dtype)
+        np.testing.assert_array_equal(bits(out), bits(want), err_msg=f"{np.dtype(out_dtype).name}")
+
+
 def test_mean_coefficient_divides_one_dim_at_a_time():
     # For B = (7, 5): float32(float32(1/7)/5) = 0x3CEA0EA2 but float32(1/35) = 0x3CEA0EA1.
     sequential = F32(F32(F32(1) / F32(7)) / F32(5))

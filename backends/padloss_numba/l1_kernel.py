@@ -116,12 +116,14 @@ def _store(ok, exact, v):
 
 @njit(inline="always")
 def _row_fixed_grad(xk, tk, ok, pk, exact, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1):
-    """Elements j0..j1 of a row along which grad_output does not change (stride 0);
-    ``g`` is grad_output * coef.
+    """Elements j0..j1 of a row along which grad_output does not change (stride 0).
 
-    Still one multiply and rounding per element: picking among the three possible
-    results, rounded once before the loop, halves the work in cache but ran slower
-    memory-bound (float16 mean 0.93x -> 0.70x of the ceiling, bfloat16 0.91x -> 0.86x).
+    The caller passes ``g`` = grad_output * coef already rounded to the output dtype
+    (and widened back), with ``exact``: rounding is symmetric, so round(+-g) is
+    +-round(g), and +0 * round(g) is round(+0 * g) unless g rounds past the output's
+    range (the caller then passes g unrounded, ``exact`` False). Each element is then
+    a sign flip and a store without rounding work. (Picking among the three rounded
+    results with selects instead ran slower memory-bound: float16 mean 0.93x -> 0.70x.)
     """
     one = np.float32(1.0)
     for j in range(j0, j1):
@@ -214,7 +216,13 @@ def make_kernel(kinds: tuple[int, int, int, int], promoted: int, parallel: bool,
                 g0, x0, t0, o0 = offsets[0], offsets[1], offsets[2], offsets[3]
                 if gs == 0:                           # the 0-d grad of mean/sum, or broadcast
                     g = load_input(gk, pk, go[g0]) * coef
-                    _row_fixed_grad(xk, tk, ok, pk, exact, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1)
+                    rounded = load(ok, store_nearest_even(ok, g))
+                    if np.isinf(rounded) and not np.isinf(g):   # past the output's range: sign 0
+                        _row_fixed_grad(xk, tk, ok, pk, False, g,  # would give NaN, not 0: round each
+                                        x, x0, xs, t, t0, ts, out, o0, os, j0, j1)
+                    else:
+                        _row_fixed_grad(xk, tk, ok, pk, True, rounded, x, x0, xs, t, t0, ts, out, o0, os,
+                                        j0, j1)
                 else:
                     _row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1,
                          coef)
