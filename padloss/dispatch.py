@@ -183,13 +183,10 @@ class Choice(NamedTuple):
                 and not (self.skipped and any([b.availability()[0] for b in self.skipped])))
 
 
-current_block = _chosen.get   # the backend named by the enclosing use_backend block, or None
-
-
 def request(requested: str | None) -> tuple:
     """What decides the choice besides the Problem: (backend= argument, the
     enclosing use_backend block, the environment variable)."""
-    return requested, current_block(), environment_backend()
+    return requested, _chosen.get(), environment_backend()
 
 
 def select_backend(problem: Problem, requested: str | None = None) -> Backend:

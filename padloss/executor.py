@@ -15,7 +15,7 @@ import numpy as np
 
 from .arrays import Tensor, as_tensor, overlaps
 from .backend import Backend, Plan
-from .dispatch import Choice, choose, current_block, environment_backend, select_backend
+from .dispatch import Choice, choose, request, select_backend
 from .errors import invalid_argument, null_argument
 from .plan_cache import plan_cache
 from .problem import Problem
@@ -148,10 +148,7 @@ def bind(plan: Plan, natives: tuple) -> Any:
 
 
 def _fetch(problem: Problem, backend: Backend, key: tuple) -> Plan:
-    plan = plan_cache.get(key)
-    if plan is None:
-        plan = plan_cache.get_or_build(key, lambda: EMPTY_PLAN if problem.is_empty else backend.compile(problem))
-    return plan
+    return plan_cache.get_or_build(key, lambda: EMPTY_PLAN if problem.is_empty else backend.compile(problem))
 
 
 def make_executor(problem: Problem, names: tuple[str, ...], tensors: tuple[Tensor, ...],
@@ -166,7 +163,7 @@ class Ready(NamedTuple):
     """The plan a one-shot call ran, and what it depended on: the next call with
     the same signature runs it again if all of that still holds."""
 
-    asked: tuple        # dispatch.request(): backend=, use_backend block, PADLOSS_BACKEND
+    asked: tuple        # request(): backend=, use_backend block, PADLOSS_BACKEND
     choice: Choice
     context: tuple      # the backend's cache_context()
     key: tuple          # the plan-cache key
@@ -188,7 +185,7 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     one. The plan the last such call ran is reused while its choice stands and
     the plan cache still holds it (counted as a hit there, as a lookup would be):
     a tiny call is mostly this bookkeeping."""
-    asked = (requested_backend, current_block(), environment_backend())   # dispatch.request(), inlined
+    asked = request(requested_backend)
     ready = known.ready
     if (ready is None or ready.asked != asked or not ready.choice.holds()
             or ready.choice.backend.cache_context() != ready.context
