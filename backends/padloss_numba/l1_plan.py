@@ -22,14 +22,12 @@ from padloss.arrays import TensorMeta
 from padloss.l1_loss import FLOATS, promoted_dtype
 from padloss.problem import Problem
 
-from .convert import STORAGE_CODE
+from .convert import STORAGE_CODE, STORAGE_VIEW
 from .l1_kernel import INT, RANK, make_kernel
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
 
 MAX_BLOCK = 1 << 18    # inner elements per work item, at most (shorter blocks streamed ~3% slower)
 CHUNKS_PER_THREAD = 2  # work pieces per thread (the work is uniform; 2 evens out a late start)
-# What Numba reads, as dtype instances (a view to one is 20% faster than to a type).
-STORAGE_VIEW = {"float16": np.dtype(np.uint16), "bfloat16": np.dtype(np.uint16), "bool": np.dtype(np.uint8)}
 
 
 def broadcast_strides(meta: TensorMeta, shape: tuple[int, ...]) -> tuple[int, ...]:

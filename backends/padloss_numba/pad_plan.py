@@ -8,13 +8,11 @@ import numpy as np
 from padloss.geometry import circular_axis
 from padloss.problem import Problem
 
-from .convert import STORAGE_CODE
+from .convert import STORAGE_CODE, STORAGE_VIEW
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
 from .pad_kernel import accumulator_dtype, make_kernel
 
 _kernel = functools.lru_cache(maxsize=None)(make_kernel)
-
-BITS16 = np.dtype(np.uint16)   # how float16/bfloat16 reach the kernel (a dtype instance views faster)
 
 # Row chunks per thread: enough to balance uneven chunks (band rows cost ~3x a copy).
 CHUNKS_PER_THREAD = 4
@@ -35,7 +33,7 @@ class CircularPadPlan:
         self._axes = np.array([h.crop, h.kept, h.before, h.after, w.crop, w.kept, w.before, w.after],
                               np.int64)
         kind = STORAGE_CODE[grad_input.dtype]
-        self._as_bits = grad_input.dtype in ("float16", "bfloat16")
+        self._view = STORAGE_VIEW.get(grad_input.dtype)   # float16/bfloat16 travel as uint16 bits
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
         self._kernel = _kernel(kind, self._parallel)
@@ -44,8 +42,8 @@ class CircularPadPlan:
 
     def run(self, buffers: tuple, workspace: np.ndarray, stream) -> None:
         go, gi = buffers
-        if self._as_bits:
-            go, gi = go.view(BITS16), gi.view(BITS16)
+        if self._view is not None:
+            go, gi = go.view(self._view), gi.view(self._view)
         if self._rank3:
             go, gi = go[None], gi[None]
         if self._parallel:
