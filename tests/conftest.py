@@ -1,6 +1,7 @@
 import os
 import sys
 
+import pytest
 from hypothesis import settings
 
 # The backends/ source root holds padloss_numba; an installed padloss has it on sys.path
@@ -13,3 +14,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 settings.register_profile("ci", deadline=None, print_blob=True, derandomize=True)
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture
+def streamed(monkeypatch):
+    """Every parallel L1 plan streams its output past the caches however small it is
+    (the size threshold is about speed, not results); plans are built afresh."""
+    import padloss
+    from padloss_numba import l1_plan
+
+    monkeypatch.setattr(l1_plan, "STREAM_MIN_BYTES", 0)
+    padloss.plan_cache.clear()
+    yield
+    padloss.plan_cache.clear()

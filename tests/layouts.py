@@ -36,6 +36,17 @@ def with_layout(values: np.ndarray, layout: str) -> np.ndarray:
     return out
 
 
+def output_at(shape: tuple[int, ...], dtype, skip: int) -> np.ndarray:
+    """An uninitialised C-order array whose first element lies ``skip`` bytes past a
+    64-byte cache-line boundary (an odd ``skip`` misaligns 2- and 4-byte elements),
+    for kernels that stream whole aligned lines."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(nbytes + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + skip
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
 def bits(a: np.ndarray) -> np.ndarray:
     """The bit patterns of ``a``, for exact comparison: signed zeros, infinities and
     every rounding compare exactly. NaNs all become one pattern: their sign and

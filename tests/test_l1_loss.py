@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import padloss
 from padloss import reference
 from shared import json_at_thread_counts
-from layouts import LAYOUTS, bits, with_layout
+from layouts import LAYOUTS, bits, output_at, with_layout
 from padloss_numba.l1_kernel import RANK
 from padloss_numba.l1_plan import L1LossBackwardPlan, coalesce
 
@@ -328,3 +328,33 @@ print(json.dumps({"threads": numba.get_num_threads(), "digests": digests}))
 def test_bits_do_not_depend_on_thread_count():
     runs = json_at_thread_counts(_THREADS_SCRIPT)
     assert runs[1]["digests"] == runs[2]["digests"]
+
+
+
+@pytest.mark.parametrize("mix", [(F32, F32, F32, None), (F16, F16, F16, None), (BF16, BF16, BF16, None),
+                                 (F16, F16, F16, F64), (F32, F32, F32, BF16), (F16, BF16, np.int64, None)],
+                         ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("skip", [0, 4, 26, 60, 1])
+def test_streamed_output_bit_exact(streamed, mix, reduction, skip):
+    """Non-temporal stores: runs before a row's first line boundary, whole lines, and
+    the rest, in rows starting at every alignment; misaligned elements store normally."""
+    rng = np.random.default_rng(skip)
+    n = 40_009                                        # parallel, and not a whole number of lines
+    go_shape = () if reduction != "none" else (n,)
+    go, x, t = (_values(rng, s, d, special=True) for s, d in zip((go_shape, (n,), (n,)), mix))
+    expected = reference.l1_loss_backward(go, x, t, reduction, out_dtype=mix[3])
+    out = output_at((n,), expected.dtype, skip)
+    out[...] = 7
+    _, executor = padloss.l1_loss_backward_get_workspace_size(go, x, t, reduction, out)
+    assert L1LossBackwardPlan(executor.problem, threads=2).streams
+    executor.run()
+    np.testing.assert_array_equal(bits(out), bits(expected))
+    # rows that do not coalesce (a column slice of the output): each starts at a new alignment
+    x2, t2 = (_values(rng, (37, 1001), d, special=True) for d in mix[1:3])
+    go2 = _values(rng, go_shape and (1001,), mix[0], special=True)
+    expected = reference.l1_loss_backward(go2, x2, t2, reduction, out_dtype=mix[3])
+    out = output_at((37, 1030), expected.dtype, skip)[:, 3:1004]
+    out[...] = 7
+    padloss.l1_loss_backward(go2, x2, t2, reduction, out=out)
+    np.testing.assert_array_equal(bits(out), bits(expected))

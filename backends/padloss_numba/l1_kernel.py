@@ -12,7 +12,9 @@ other dims) and blocks of ``block`` inner elements form the work items that
 the threads share, walked with an odometer. A row along which grad_output does
 not change (the 0-d grad of mean/sum) loads it once; LLVM versions the inner
 loops for unit strides and vectorizes them (float16 through F16C/AVX-512 half
-conversions, bfloat16 with integer shifts).
+conversions, bfloat16 with integer shifts). A large output with unit inner
+stride is streamed (``nontemporal``): each item's elements are computed in
+runs into a small staging buffer, which drains in non-temporal line stores.
 
 ``make_kernel(kinds, promoted, parallel, exact)`` instantiates the source for one
 combination of storage kinds (closure constants, which Numba folds and keys its
@@ -27,6 +29,7 @@ from numba.extending import overload
 
 from .convert import F64, load, store_exact, store_nearest_even
 from .disk_cache import ENABLED as CACHE
+from .nontemporal import STAGE_BYTES, drain, fence, lead_in
 
 INT = 4    # storage kind of an integer or bool input (bool travels as uint8)
 RANK = 8   # the padded rank of the coalesced shape
@@ -175,15 +178,35 @@ def _next_row(index, offsets, dims, steps):
         k -= 1
 
 
+# How a row's grad_output term is applied (see _elements).
+PER_ELEMENT, FIXED_ROUNDED, FIXED_UNROUNDED = 0, 1, 2
+
+
+@njit(inline="always")
+def _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
+              dst, d0, ds, j0, j1, coef):
+    """Elements j0..j1 of a row, stored at ``dst[d0 + j * ds]`` (the output itself, or a
+    staging run): ``_row``, or ``_row_fixed_grad`` with the row's grad term ``g_rounded``
+    (``FIXED_ROUNDED``) or ``g_raw`` (``FIXED_UNROUNDED``, when it rounds past the range)."""
+    if fixed == FIXED_ROUNDED:
+        _row_fixed_grad(xk, tk, ok, pk, True, g_rounded, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1)
+    elif fixed == FIXED_UNROUNDED:   # sign 0 would give NaN, not 0: round each element
+        _row_fixed_grad(xk, tk, ok, pk, False, g_raw, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1)
+    else:
+        _row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1, coef)
+
+
 def make_kernel(kinds: tuple[int, int, int, int], promoted: int, parallel: bool, exact: bool):
     """Compile-on-first-call ``kernel(go, self, target, out, nest, coef)``.
 
     ``kinds`` are the storage kinds of (grad_output, self, target, grad_input);
     ``promoted`` is P's kind; ``exact`` says every result is representable in the
-    output dtype, so its store needs no rounding (see ``_store``). ``nest`` holds 5 * ``RANK`` + 6 int64s: the loop shape
-    (``RANK`` dims), each array's strides over it (4 x ``RANK``), each array's
-    offset of element 0 (4), the inner block length, and how many pieces the work
-    is split into (the serial twin runs one). One array, not tuples or scalars:
+    output dtype, so its store needs no rounding (see ``_store``). ``nest`` holds
+    5 * ``RANK`` + 7 int64s: the loop shape (``RANK`` dims), each array's strides
+    over it (4 x ``RANK``), each array's offset of element 0 (4), the inner block
+    length, how many pieces the work is split into (the serial twin runs one), and
+    whether to stream the output (non-temporal stores, see ``nontemporal``; the
+    output's inner stride must then be 1). One array, not tuples or scalars:
     Numba unboxes nested tuples slowly (~1 us a call), every argument costs
     ~0.05 us, and parallel regions take arrays. The caller reads the thread
     count, since reading it here would keep Numba from caching the kernel on disk.
@@ -195,7 +218,7 @@ def make_kernel(kinds: tuple[int, int, int, int], promoted: int, parallel: bool,
         dims = nest[:RANK]
         steps = nest[RANK:5 * RANK].reshape((4, RANK))
         starts = nest[5 * RANK:5 * RANK + 4]
-        block, chunks = nest[5 * RANK + 4], nest[5 * RANK + 5]
+        block, chunks, stream = nest[5 * RANK + 4], nest[5 * RANK + 5], nest[5 * RANK + 6] != 0
         inner = dims[RANK - 1]
         rows = 1
         for k in range(RANK - 1):
@@ -204,31 +227,42 @@ def make_kernel(kinds: tuple[int, int, int, int], promoted: int, parallel: bool,
         items = rows * per_row                # work items: (row, block of the inner dim)
         n_chunks = min(items, chunks) if parallel else 1
         gs, xs, ts, os = steps[0, RANK - 1], steps[1, RANK - 1], steps[2, RANK - 1], steps[3, RANK - 1]
+        stage_len = STAGE_BYTES // out.itemsize
         for chunk in prange(n_chunks):
             first = chunk * items // n_chunks
             index = np.empty(RANK - 1, np.int64)
             offsets = np.empty(4, np.int64)
+            stage = np.empty(stage_len if stream else 0, out.dtype)
             _seek(first // per_row, index, offsets, dims, steps, starts)
             blk = first % per_row
             for _ in range(first, (chunk + 1) * items // n_chunks):
                 j0 = blk * block
                 j1 = min(inner, j0 + block)
                 g0, x0, t0, o0 = offsets[0], offsets[1], offsets[2], offsets[3]
-                if gs == 0:                           # the 0-d grad of mean/sum, or broadcast
-                    g = load_input(gk, pk, go[g0]) * coef
-                    rounded = load(ok, store_nearest_even(ok, g))
-                    if np.isinf(rounded) and not np.isinf(g):   # past the output's range: sign 0
-                        _row_fixed_grad(xk, tk, ok, pk, False, g,  # would give NaN, not 0: round each
-                                        x, x0, xs, t, t0, ts, out, o0, os, j0, j1)
-                    else:
-                        _row_fixed_grad(xk, tk, ok, pk, True, rounded, x, x0, xs, t, t0, ts, out, o0, os,
-                                        j0, j1)
-                else:
-                    _row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1,
-                         coef)
+                # the row's grad term when grad_output does not change along it (the 0-d grad
+                # of mean/sum, or broadcast), rounded once; go[g0] is in bounds either way
+                g_raw = load_input(gk, pk, go[g0]) * coef
+                g_rounded = load(ok, store_nearest_even(ok, g_raw))
+                fixed = PER_ELEMENT
+                if gs == 0:
+                    past_range = np.isinf(g_rounded) and not np.isinf(g_raw)
+                    fixed = FIXED_UNROUNDED if past_range else FIXED_ROUNDED
+                lead = lead_in(out, o0 + j0) if stream else -1
+                if lead < 0:
+                    _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs,
+                              x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef)
+                else:                         # staged runs, each ending on a line boundary
+                    s, e = j0, min(j1, j0 + lead)
+                    while s < j1:
+                        _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs,
+                                  x, x0, xs, t, t0, ts, stage, -s, 1, s, e, coef)
+                        drain(out, o0 + s, stage, e - s)
+                        s, e = e, min(j1, e + stage_len)
                 blk += 1
                 if blk == per_row:
                     blk = 0
                     _next_row(index, offsets, dims, steps)
+            if stream:
+                fence()
 
     return njit(parallel=parallel, cache=CACHE, nogil=True)(kernel)

@@ -6,8 +6,9 @@ output walks backwards, orders dims by the output's strides, merges adjacent
 dims that every tensor walks contiguously, and pads the result to the kernel's
 fixed rank. Most calls coalesce to one or two dims, so the inner loop is long;
 and as the kernel sees flat arrays over a fixed rank, layouts never add
-compiled variants (only the dtype mix does). It also fixes the mean coefficient
-and compiles the kernel for its exact signature. ``bind`` makes flat views of
+compiled variants (only the dtype mix does). It also fixes the mean coefficient,
+decides whether the output is streamed past the caches (large, contiguous
+inner dim) and compiles the kernel for its exact signature. ``bind`` makes flat views of
 the buffers' memory (once per executor binding); ``run`` only launches.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from padloss.problem import Problem
 from .convert import STORAGE_CODE, STORAGE_VIEW
 from .l1_kernel import INT, RANK, make_kernel
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
+from .nontemporal import STREAM_MIN_BYTES
 
 MAX_BLOCK = 1 << 18    # inner elements per work item, at most (shorter blocks streamed ~3% slower)
 CHUNKS_PER_THREAD = 2  # work pieces per thread (the work is uniform; 2 evens out a late start)
@@ -105,8 +107,12 @@ def _flat_type(meta: TensorMeta, writable: bool) -> numba.types.Array:
     inputs read-only and every array possibly unaligned, the widest types its
     views can take, so that writable or aligned views convert to it at call time
     (NumPy arrays from an offset buffer can be unaligned)."""
-    dtype = np.dtype(STORAGE_VIEW.get(meta.dtype, meta.dtype))
-    return numba.types.Array(numba.from_dtype(dtype), 1, "C", readonly=not writable, aligned=False)
+    return numba.types.Array(numba.from_dtype(_storage(meta)), 1, "C", readonly=not writable, aligned=False)
+
+
+def _storage(meta: TensorMeta) -> np.dtype:
+    """The dtype the kernel reads ``meta``'s elements as."""
+    return np.dtype(STORAGE_VIEW.get(meta.dtype, meta.dtype))
 
 
 def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -157,7 +163,11 @@ class L1LossBackwardPlan:
         chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1
         # a row longer than a chunk's share is cut into blocks, so one long row still splits
         block = max(1, min(MAX_BLOCK, -(-dims[-1] // chunks)))
-        nest = np.array(dims + steps + starts + (block, chunks), np.int64)   # the kernel's loop nest, one array
+        # an output far larger than the caches, walked contiguously (steps[-1]: its inner
+        # stride), is streamed past them
+        self.streams = (self._parallel and dims[-1] > 1 and steps[-1] == 1
+                        and problem.output.size * _storage(metas[3]).itemsize >= STREAM_MIN_BYTES)
+        nest = np.array(dims + steps + starts + (block, chunks, self.streams), np.int64)   # the loop nest
         self._constants = (nest, coef)
         kinds = tuple(storage_kind(m.dtype) for m in metas)
         signature = (tuple(_flat_type(m, writable=(i == 3)) for i, m in enumerate(metas))

@@ -1,0 +1,98 @@
+"""Non-temporal stores: writing an output that will not be read soon straight to memory.
+
+A normal store first reads its cache line in (the read-for-ownership), so
+writing N bytes moves 2N; in L1's mean mix (2 reads + 1 write) that is a
+quarter of the traffic. A non-temporal store of a whole, aligned 64-byte line
+skips that read. On this project's 2-core machine, 3e7 float32 elements: a
+2-read + 1-write stream ran 1.37x faster with them, a 3 + 1 stream 1.19x, a
+copy 1.4x. They only pay for outputs far larger than the caches: the line goes
+to memory, and whoever reads it soon after fetches it back.
+
+Numba has no vector types, and LLVM only emits non-temporal stores of whole,
+aligned vectors, so a kernel computes a short run of elements into a staging
+buffer (it stays in L1) and ``drain``s it: the part of the run that covers
+whole aligned lines of the output leaves in line-sized non-temporal stores,
+the rest in normal stores. ``fence()`` orders the weakly ordered streamed
+stores before anything after it, so call it before the kernel's end.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+LINE = 64            # bytes a non-temporal store writes at once: a cache line
+# Outputs at least this large are streamed. Measured crossover (L1, float32): 12 MB ran
+# alike or slower streamed, 20 MB and more 1.15-1.37x faster.
+STREAM_MIN_BYTES = 1 << 24
+STAGE_BYTES = 512    # the staging run: 8 lines (512 B to 2 KiB ran alike, 256 B 10% slower; 8 KiB stalled)
+
+
+@intrinsic
+def _address(typingctx, arr, index):
+    """The byte address of ``arr[index]`` (1-D arrays)."""
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        return builder.ptrtoint(builder.gep(data, [args[1]]), ir.IntType(64))
+
+    return types.uint64(arr, types.intp), codegen
+
+
+@intrinsic
+def _stream_line(typingctx, dst, dst_index, src, src_index):
+    """One line of ``src`` from ``src_index`` (any alignment) to ``dst[dst_index:]``, which
+    the caller has checked starts on a line boundary, in one non-temporal store."""
+    if dst.dtype != src.dtype:
+        return None
+
+    def codegen(context, builder, sig, args):
+        element = context.get_data_type(sig.args[0].dtype)
+        line = ir.VectorType(element, LINE // context.get_abi_sizeof(element))
+        src_data = context.make_array(sig.args[2])(context, builder, args[2]).data
+        dst_data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        value = builder.load(builder.bitcast(builder.gep(src_data, [args[3]]), line.as_pointer()),
+                             align=context.get_abi_sizeof(element))
+        store = builder.store(value, builder.bitcast(builder.gep(dst_data, [args[1]]), line.as_pointer()),
+                              align=LINE)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return types.void(dst, types.intp, src, types.intp), codegen
+
+
+@intrinsic
+def fence(typingctx):
+    """A full memory fence (``mfence`` on x86): streamed stores are weakly ordered."""
+
+    def codegen(context, builder, sig, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@njit(inline="always")
+def lead_in(dst, index):
+    """How many elements from ``dst[index]`` to the next line boundary (0 on one);
+    -1 when ``dst``'s elements are not aligned to their size, so no line is ever whole."""
+    address = _address(dst, index)
+    if address % dst.itemsize != 0:
+        return -1
+    return ((LINE - address % LINE) % LINE) // dst.itemsize
+
+
+@njit(inline="always")
+def drain(dst, start, stage, count):
+    """``dst[start:start + count] = stage[:count]``, whole aligned lines non-temporally
+    (all of it in normal stores when ``dst``'s elements are misaligned)."""
+    per_line = LINE // dst.itemsize
+    lead = lead_in(dst, start)
+    lead = count if lead < 0 else min(count, lead)
+    lines = (count - lead) // per_line
+    for i in range(lead):
+        dst[start + i] = stage[i]
+    for k in range(lines):
+        _stream_line(dst, start + lead + k * per_line, stage, lead + k * per_line)
+    for i in range(lead + lines * per_line, count):
+        dst[start + i] = stage[i]
