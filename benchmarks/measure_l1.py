@@ -4,7 +4,9 @@ Runs itself in two subprocesses, torch's default allocator and
 THP_MEM_ALLOC_ENABLE=1 (torch reads it at start-up), and in each times, in
 interleaved rounds: padloss (preallocated out), a streaming kernel with the
 same big reads and writes (none: 3 reads + 1 write, mean: 2 + 1, broadcast
-mean: self + out, a copy), and torch autograd's backward of F.l1_loss.
+mean: self + out, a copy) in normal stores (the ceiling of the issue's bars)
+and in non-temporal ones (the stronger yardstick, "x nt"), and torch
+autograd's backward of F.l1_loss.
 Cases: flat ``elements``-long tensors with reduction none and mean, and a
 broadcast mean with self (B, N) and target (N,).
 Usage: python benchmarks/measure_l1.py [--elements 30000000] [--row 10000] [--rounds 7]
@@ -54,6 +56,7 @@ def measure(elements: int, row: int, rounds: int) -> dict:
             call()
             first = time.perf_counter() - t0
             ceiling = make_stream(reads, out.nbytes // 4)      # float32 words moving out.nbytes each
+            nt_ceiling = make_stream(reads, out.nbytes // 4, nontemporal=True)
             as_torch = (lambda a: torch.from_numpy(a.view(np.int16)).view(tdt)) if out.itemsize == 2 \
                 else torch.from_numpy
             tx = as_torch(x).clone().requires_grad_()
@@ -62,12 +65,14 @@ def measure(elements: int, row: int, rounds: int) -> dict:
             res = benchmark.interleaved({
                 "padloss": (call, nbytes),
                 "ceiling": (ceiling, (reads + 1) * out.nbytes),
+                "nt ceiling": (nt_ceiling, (reads + 1) * out.nbytes),
                 "torch": (lambda: torch.autograd.grad(loss, tx, tgo, retain_graph=True), nbytes),
             }, rounds=rounds, calls=3)
             rows.append(dict(dtype=name, case=case, first_call_s=first,
                              median_ms=res["padloss"].median_s * 1e3, gbps=res["padloss"].gbps,
                              ceiling_gbps=res["ceiling"].gbps,
                              ratio_to_ceiling=benchmark.ratio(res["padloss"], res["ceiling"]),
+                             ratio_to_nt_ceiling=benchmark.ratio(res["padloss"], res["nt ceiling"]),
                              torch_ms=res["torch"].median_s * 1e3,
                              speedup_vs_torch=benchmark.speedup(res["padloss"], res["torch"])))
             del loss, tx
@@ -97,10 +102,10 @@ def main():
         print(f"threads={report['threads']} THP_MEM_ALLOC_ENABLE={thp} elements={args.elements} "
               f"broadcast=({args.elements // args.row}, {args.row}) + ({args.row},)")
         print(f"{'dtype':9} {'case':11} {'first s':>8} {'ms':>7} {'GB/s':>6} {'ceil GB/s':>9} "
-              f"{'x ceil':>7} {'torch ms':>9} {'x torch':>8}")
+              f"{'x ceil':>7} {'x nt':>6} {'torch ms':>9} {'x torch':>8}")
         for r in report["rows"]:
             print(f"{r['dtype']:9} {r['case']:11} {r['first_call_s']:8.3f} {r['median_ms']:7.2f} "
-                  f"{r['gbps']:6.1f} {r['ceiling_gbps']:9.1f} {r['ratio_to_ceiling']:7.2f} "
+                  f"{r['gbps']:6.1f} {r['ceiling_gbps']:9.1f} {r['ratio_to_ceiling']:7.2f} {r['ratio_to_nt_ceiling']:6.2f} "
                   f"{r['torch_ms']:9.1f} {r['speedup_vs_torch']:8.1f}")
         print(f"tiny (4, 8) float32 mean one-shot call: {report['tiny_call_us']:.2f} us\n")
 

@@ -362,7 +362,8 @@ def format_report(report: dict) -> str:
         f"{report['rounds']} interleaved rounds per size, dtype and op. time: median per call. "
         "GB/s: bytes read + written / time.",
         "x ceil: GB/s / the ceiling's, a kernel streaming the op's read/write mix (pad: a copy; L1: 2",
-        "  reads + 1 write, 3 + 1 for none), timed in the same rounds.",
+        "  reads + 1 write, 3 + 1 for none) in normal stores, timed in the same rounds; L1 streams",
+        "  outputs of 16 MiB and more past the caches, so it can pass 1.",
     ]
     if threads["torch"] is not None:
         lines += [f"x torch: speedup over {benchmark.TORCH_AUTOGRAD}, same rounds. {benchmark.TORCH_NATIVE}: "
