@@ -25,7 +25,7 @@ LINE = 64            # bytes a non-temporal store writes at once: a cache line
 # Outputs at least this large are streamed. Measured crossover (L1, float32): 12 MB ran
 # alike or slower streamed, 20 MB and more 1.15-1.37x faster.
 STREAM_MIN_BYTES = 1 << 24
-STAGE_BYTES = 512    # the staging run: 8 lines (512 B to 2 KiB ran alike, 256 B 10% slower; 8 KiB stalled)
+STAGE_BYTES = 1024   # the staging run: 16 lines (512 B to 2 KiB ran alike, 256 B 10% slower; 8 KiB stalled)
 
 
 @intrinsic
