@@ -233,18 +233,18 @@ def make_kernel(kinds: tuple[int, int, int, int], promoted: int, parallel: bool,
             index = np.empty(RANK - 1, np.int64)
             offsets = np.empty(4, np.int64)
             stage = np.empty(stage_len if stream else 0, out.dtype)
+            # the row's grad term when grad_output does not change along it (see _elements):
+            # typed here, set per row only then
+            g_raw, g_rounded, fixed = coef, load(ok, store_nearest_even(ok, coef)), PER_ELEMENT
             _seek(first // per_row, index, offsets, dims, steps, starts)
             blk = first % per_row
             for _ in range(first, (chunk + 1) * items // n_chunks):
                 j0 = blk * block
                 j1 = min(inner, j0 + block)
                 g0, x0, t0, o0 = offsets[0], offsets[1], offsets[2], offsets[3]
-                # the row's grad term when grad_output does not change along it (the 0-d grad
-                # of mean/sum, or broadcast), rounded once; go[g0] is in bounds either way
-                g_raw = load_input(gk, pk, go[g0]) * coef
-                g_rounded = load(ok, store_nearest_even(ok, g_raw))
-                fixed = PER_ELEMENT
-                if gs == 0:
+                if gs == 0:                   # the 0-d grad of mean/sum, or broadcast: round once
+                    g_raw = load_input(gk, pk, go[g0]) * coef
+                    g_rounded = load(ok, store_nearest_even(ok, g_raw))
                     past_range = np.isinf(g_rounded) and not np.isinf(g_raw)
                     fixed = FIXED_UNROUNDED if past_range else FIXED_ROUNDED
                 lead = lead_in(out, o0 + j0) if stream else -1

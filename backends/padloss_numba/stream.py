@@ -35,7 +35,7 @@ def _sums(inputs, start, dst, d0, count):
 @njit(parallel=True, cache=CACHE, nogil=True)
 def stream(inputs, out, pieces):
     """The sums into ``out``: normal stores with ``pieces`` 0, else ``pieces`` staged,
-    non-temporal runs (``out`` aligned to its item size)."""
+    non-temporal runs (all normal stores when ``out`` is not aligned to its item size)."""
     n = out.shape[0]
     if pieces == 0:
         for i in prange(n):
@@ -48,7 +48,7 @@ def stream(inputs, out, pieces):
     for piece in prange(pieces):
         stage = np.empty(stage_len, out.dtype)
         s, end = piece * n // pieces, (piece + 1) * n // pieces
-        e = min(end, s + lead_in(out, s))
+        e = min(end, s + max(lead_in(out, s), 0))   # runs after the first start on a line
         while s < end:
             _sums(inputs, s, stage, 0, e - s)
             drain(out, s, stage, e - s)
