@@ -81,7 +81,7 @@ def _numpy_meta(op: str, name: str, arr: np.ndarray) -> TensorMeta:
     return _make_meta((dtype_name, arr.shape, strides))
 
 
-def _torch_cpu_view(op: str, name: str, t: Any) -> np.ndarray:
+def torch_cpu_view(op: str, name: str, t: Any) -> np.ndarray:
     """NumPy view of a CPU tensor's memory; bfloat16 goes through an int16 view."""
     import torch  # already imported by the caller, or t would not be a tensor
 
@@ -102,7 +102,7 @@ def as_tensor(op: str, name: str, obj: Any, *, writable: bool = False) -> Tensor
         if obj.device.type != "cpu":
             meta = TensorMeta(str(obj.dtype).removeprefix("torch."), tuple(obj.shape), tuple(obj.stride()))
             return Tensor(meta, str(obj.device), obj, obj)
-        arr = _torch_cpu_view(op, name, obj)
+        arr = torch_cpu_view(op, name, obj)
     elif isinstance(obj, np.ndarray):
         arr = obj.view(np.ndarray)
     elif isinstance(obj, np.generic) and not writable:

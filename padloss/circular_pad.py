@@ -8,7 +8,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .arrays import Tensor, as_tensor, empty_like_output, shape_and_dtype
+from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output, shape_and_dtype
 from .errors import invalid_argument, null_argument
 from .executor import Executor, check_output_overlap, make_executor, run_once
 from .geometry import axis_rule_violation
@@ -34,7 +34,8 @@ def _exact_pads(padding: Any) -> tuple | None:
     return None
 
 
-def _padding(padding: Any) -> tuple[int, int, int, int]:
+def padding_values(padding: Any) -> tuple[int, int, int, int]:
+    """padding as 4 ints (left, right, top, bottom), or the error naming the rule."""
     if padding is None:
         raise null_argument(OP, "padding")
     try:
@@ -56,28 +57,26 @@ def _padding(padding: Any) -> tuple[int, int, int, int]:
     return tuple(pads)
 
 
-def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> tuple[Tensor, tuple, str, tuple]:
-    """Check grad_output, self and padding; return grad_output adapted, self's
-    shape and dtype (its data is never read), and the pads."""
-    if grad_output is None:
-        raise null_argument(OP, "grad_output")
-    if self is None:
-        raise null_argument(OP, "self")
-    pads = _padding(padding)
-    go = as_tensor(OP, "grad_output", grad_output)
-    shape, dtype = shape_and_dtype(OP, "self", self)
+def check_metadata(shape: tuple, dtype: str, pads: tuple[int, int, int, int],
+                   grad_output: TensorMeta | None = None) -> tuple:
+    """Every rule on self's shape and dtype, the pads and (when given)
+    grad_output's metadata; return the shape grad_output must have.
+
+    Metadata only: padloss.torch checks a forward with it, before grad_output
+    exists, in plain comparisons of ints that torch.compile can trace.
+    """
     if dtype not in DTYPES:
         raise invalid_argument(OP, "self", f"dtype {dtype} is not supported; expected one of "
                                            f"{', '.join(DTYPES)}")
-    if go.meta.dtype != dtype:
-        raise invalid_argument(OP, "grad_output", f"dtype {go.meta.dtype} must equal self's dtype "
+    if grad_output is not None and grad_output.dtype != dtype:
+        raise invalid_argument(OP, "grad_output", f"dtype {grad_output.dtype} must equal self's dtype "
                                                   f"{dtype} (no promotion)")
     if len(shape) not in (3, 4):
         raise invalid_argument(OP, "self", f"rank {len(shape)} is not supported; expected 3 (C, H, W) "
                                            f"or 4 (N, C, H, W)")
-    if len(go.meta.shape) != len(shape):
-        raise invalid_argument(OP, "grad_output", f"rank {len(go.meta.shape)} must equal self's rank "
-                                                  f"{len(shape)}")
+    if grad_output is not None and len(grad_output.shape) != len(shape):
+        raise invalid_argument(OP, "grad_output", f"rank {len(grad_output.shape)} must equal self's "
+                                                  f"rank {len(shape)}")
     if 0 in shape[1:]:
         raise invalid_argument(OP, "self", f"shape {shape} has a zero-sized dim other than the first")
     left, right, top, bottom = pads
@@ -87,9 +86,24 @@ def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> tuple[Tensor,
         if why is not None:
             raise invalid_argument(OP, "padding", f"{axis}: {why}")
     expected = shape[:-2] + (height + top + bottom, width + left + right)
-    if go.meta.shape != expected:
-        raise invalid_argument(OP, "grad_output", f"shape {go.meta.shape} must be {expected}: self's "
-                                                  f"leading dims, then H + top + bottom, W + left + right")
+    if grad_output is not None and grad_output.shape != expected:
+        raise invalid_argument(OP, "grad_output", f"shape {grad_output.shape} must be {expected}: "
+                                                  f"self's leading dims, then H + top + bottom, "
+                                                  f"W + left + right")
+    return expected
+
+
+def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> tuple[Tensor, tuple, str, tuple]:
+    """Check grad_output, self and padding; return grad_output adapted, self's
+    shape and dtype (its data is never read), and the pads."""
+    if grad_output is None:
+        raise null_argument(OP, "grad_output")
+    if self is None:
+        raise null_argument(OP, "self")
+    pads = padding_values(padding)
+    go = as_tensor(OP, "grad_output", grad_output)
+    shape, dtype = shape_and_dtype(OP, "self", self)
+    check_metadata(shape, dtype, pads, go.meta)
     return go, shape, dtype, pads
 
 

@@ -29,7 +29,9 @@ class PadlossError(Exception):
     status: Status = Status.RUNTIME_ERROR
 
     def __init__(self, message: str, *, argument: str | None = None, status: Status | None = None):
-        super().__init__(message)
+        # BaseException.__new__ has stored the message in args already; not calling
+        # Exception.__init__ keeps this traceable by torch.compile, which then names
+        # the error (rather than its constructor) when a compiled forward refuses a call.
         self.argument = argument
         if status is not None:
             self.status = Status(status)

@@ -6,8 +6,6 @@ cropped range wraps around, with PyTorch's ``F.pad(mode="circular")`` meaning.
 """
 from __future__ import annotations
 
-import functools
-
 from typing import NamedTuple
 
 
@@ -38,13 +36,13 @@ def circular_axis(size: int, pad_before: int, pad_after: int) -> CircularAxis:
     return CircularAxis(size, crop, kept, max(pad_before, 0), max(pad_after, 0))
 
 
-@functools.lru_cache(maxsize=1024)   # called on every call; the answers never change
 def axis_rule_violation(size: int, pad_before: int, pad_after: int) -> str | None:
     """Why (size, pads) is not a valid circular padding, or None if it is.
 
     The documented Ascend bound is ``pad < size``; negative pads follow
     PyTorch: the padded size stays >= 1 and a positive pad wraps at most once
-    around the cropped extent.
+    around the cropped extent. Not cached: torch.compile traces it with
+    symbolic sizes (repeated array calls skip validation through padloss.memo).
     """
     if size + pad_before + pad_after < 1:
         return f"the padded size {size} + {pad_before} + {pad_after} must be >= 1"

@@ -49,8 +49,8 @@ def promoted_dtype(dtypes: Iterable[str]) -> str | None:
     return result
 
 
-def _reduction(reduction: Any) -> int:
-    """0, 1, 2 or "none", "mean", "sum" -> the aclnn code."""
+def reduction_code(reduction: Any) -> int:
+    """0, 1, 2 or "none", "mean", "sum" -> the aclnn code, or the error naming the rule."""
     if reduction is None:
         raise null_argument(OP, "reduction")
     rule = "must be 0 (none), 1 (mean), 2 (sum) or one of 'none', 'mean', 'sum'"
@@ -80,31 +80,43 @@ def _broadcast(shape: tuple[int, ...], other: tuple[int, ...], name: str, agains
     return tuple(result)
 
 
+def check_metadata(inputs: Iterable[tuple[str, tuple[int, ...], str]]) -> tuple[tuple[int, ...], str]:
+    """Every rule on the inputs' metadata, given as (dtype, shape, device) in
+    aclnn order; return B, the broadcast shape, and P, the promoted dtype.
+
+    Metadata only: padloss.torch checks a forward with it (torch.compile traces
+    it: comparisons of ints and dtype names, no data).
+    """
+    shape, device, dtypes = (), None, []
+    against = ("", "grad_output's shape", "the broadcast shape of grad_output and self")
+    for name, (dtype, t_shape, t_device), other in zip(INPUTS, inputs, against):
+        rank = len(t_shape)
+        if dtype not in FLOATS and dtype not in INTEGERS:
+            raise invalid_argument(OP, name, f"dtype {dtype} is not supported; expected a float "
+                                             f"({', '.join(FLOATS)}), an integer or bool")
+        if rank > MAX_RANK:
+            raise invalid_argument(OP, name, f"rank {rank} is more than {MAX_RANK} dims")
+        device = t_device if device is None else device
+        if t_device != device:
+            raise invalid_argument(OP, name, f"is on {t_device} but grad_output is on {device}")
+        shape = _broadcast(shape, t_shape, name, other)
+        dtypes.append(dtype)
+    dtype = promoted_dtype(dtypes)
+    if dtype is None:
+        raise invalid_argument(OP, "self", "the promoted dtype is undefined: grad_output, self and "
+                                           "target are all integer or bool; one must be a float")
+    return shape, dtype
+
+
 def _validate_inputs(grad_output: Any, self: Any, target: Any, reduction: Any
                      ) -> tuple[tuple[Tensor, Tensor, Tensor], int, tuple[int, ...], str]:
     """Check the inputs; return them adapted, the reduction code, B and P."""
     for name, value in zip(INPUTS, (grad_output, self, target)):
         if value is None:
             raise null_argument(OP, name)
-    code = _reduction(reduction)
+    code = reduction_code(reduction)
     inputs = tuple(as_tensor(OP, name, value) for name, value in zip(INPUTS, (grad_output, self, target)))
-    device = inputs[0].device
-    shape = ()
-    against = ("", "grad_output's shape", "the broadcast shape of grad_output and self")
-    for name, t, other in zip(INPUTS, inputs, against):
-        dtype, rank = t.meta.dtype, len(t.meta.shape)
-        if dtype not in FLOATS and dtype not in INTEGERS:
-            raise invalid_argument(OP, name, f"dtype {dtype} is not supported; expected a float "
-                                             f"({', '.join(FLOATS)}), an integer or bool")
-        if rank > MAX_RANK:
-            raise invalid_argument(OP, name, f"rank {rank} is more than {MAX_RANK} dims")
-        if t.device != device:
-            raise invalid_argument(OP, name, f"is on {t.device} but grad_output is on {device}")
-        shape = _broadcast(shape, t.meta.shape, name, other)
-    dtype = promoted_dtype(t.meta.dtype for t in inputs)
-    if dtype is None:
-        raise invalid_argument(OP, "self", "the promoted dtype is undefined: grad_output, self and "
-                                           "target are all integer or bool; one must be a float")
+    shape, dtype = check_metadata((t.meta.dtype, t.meta.shape, t.device) for t in inputs)
     return inputs, code, shape, dtype
 
 
