@@ -1,0 +1,112 @@
+"""Autograd front ends with torch.nn.functional's signatures: torch computes the
+forward, padloss's custom ops the backward.
+
+Every rule padloss's backward will apply is checked here, in the forward, on
+metadata alone (shapes, dtypes, pads: what torch.compile traces and guards on),
+so a bad call fails with padloss's error and status before anything runs, never
+first in the backward.
+
+The Functions are old-style (ctx passed to forward): with a ``setup_context``,
+``apply()`` binds its arguments through ``inspect.signature``, about 45 us a
+call, more than a tiny kernel costs.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from padloss import circular_pad as pad_rules
+from padloss import l1_loss as l1_rules
+
+from . import ops, torch_functions
+
+
+def pad_values(padding: int | Sequence[int]) -> tuple[int, int, int, int]:
+    """(left, right, top, bottom) from an int (every side), 2 values (the last
+    dim only, as F.pad reads them) or 4 values; other forms get padloss's error."""
+    if isinstance(padding, int) and not isinstance(padding, bool):
+        padding = (padding,) * 4
+    elif isinstance(padding, (tuple, list)) and len(padding) == 2:
+        padding = (*padding, 0, 0)
+    return pad_rules.padding_values(padding)
+
+
+def check_circular_pad2d(input: torch.Tensor, pads: tuple[int, int, int, int]) -> None:
+    """padloss's rules for this forward (raises PadlossError naming the rule)."""
+    pad_rules.check_metadata(tuple(input.shape), ops.dtype_name(input.dtype), pads)
+
+
+class _CircularPad2d(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, pads):
+        ctx.pads = pads
+        return torch_functions.pad(input, pads, mode="circular")
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ops.pad_backward(grad, ctx.pads), None
+
+
+def circular_pad2d(input: torch.Tensor, padding: int | Sequence[int]) -> torch.Tensor:
+    """``F.pad(input, padding, mode="circular")`` on a 3-D or 4-D input, with
+    padloss's backward (float32 sums, one rounding half away from zero).
+
+    padding: an int, (left, right) or (left, right, top, bottom); negative
+    values crop. Raises :class:`padloss.PadlossError` for what padloss refuses
+    (a pad as large as the size, say, which torch allows).
+    """
+    pads = pad_values(padding)
+    check_circular_pad2d(input, pads)
+    return _CircularPad2d.apply(input, pads)
+
+
+def check_l1_loss(input: torch.Tensor, target: torch.Tensor) -> tuple[tuple[int, ...], str]:
+    """padloss's rules for this forward; return B and P. grad_output will be the
+    loss's gradient: 0-d for mean and sum, B for none (it broadcasts either way)."""
+    input_dtype = ops.dtype_name(input.dtype)
+    return l1_rules.check_metadata(((input_dtype, (), input.device),
+                                    (input_dtype, tuple(input.shape), input.device),
+                                    (ops.dtype_name(target.dtype), tuple(target.shape), target.device)))
+
+
+class _L1Loss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, target, reduction, code, shape, promoted):
+        ctx.save_for_backward(input, target)
+        ctx.code, ctx.shape, ctx.promoted = code, shape, promoted
+        return torch_functions.l1_loss(input, target, reduction=reduction)
+
+    @staticmethod
+    def backward(ctx, grad):
+        input, target = ctx.saved_tensors
+        needs_input, needs_target = ctx.needs_input_grad[:2]
+        grad_input = grad_target = None
+        if needs_input:
+            grad_input = _gradient_for(ctx, input, grad, input, target)
+        if needs_target:
+            if needs_input and (target.shape, target.dtype) == (input.shape, input.dtype):
+                grad_target = -grad_input    # rounding is symmetric: exact
+            else:
+                grad_target = -_gradient_for(ctx, target, grad, input, target)
+        return grad_input, grad_target, None, None, None, None
+
+
+def _gradient_for(ctx, like: torch.Tensor, grad, input, target) -> torch.Tensor:
+    """The loss's gradient with respect to ``like`` (input or target, up to sign):
+    rounded once into like's dtype where like was not broadcast, else computed
+    in the promoted dtype, summed over the broadcast dims, then cast."""
+    if like.shape == ctx.shape:
+        return ops.l1_backward(grad, input, target, ctx.code, like.dtype, ctx.shape)
+    return (ops.l1_backward(grad, input, target, ctx.code, ctx.promoted, ctx.shape)
+            .sum_to_size(like.shape).to(like.dtype))
+
+
+def l1_loss(input: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """``F.l1_loss(input, target, reduction=reduction)`` with padloss's backward
+    for both arguments: ``sign(input - target) * grad`` (divided by the element
+    count for "mean") in float32 (float64 for float64), rounded once to nearest
+    even; the target's gradient is its negation, summed where it was broadcast."""
+    code = l1_rules.reduction_code(reduction)
+    shape, promoted = check_l1_loss(input, target)
+    return _L1Loss.apply(input, target, reduction, code, torch.Size(shape), getattr(torch, promoted))

@@ -1,0 +1,149 @@
+"""padloss's two backward kernels as torch custom ops: ``torch.ops.padloss.*``.
+
+``torch.library.custom_op`` makes them ordinary operators to autograd,
+torch.compile (a fake kernel states the result's metadata, so tracing needs no
+data) and DDP. The kernel calls padloss's public API, whose dispatcher picks the
+backend from where the tensors live: Numba for CPU tensors (handed over as NumPy
+views of their memory: zero-copy, any strides, and padloss's memo of validated
+signatures applies), ascend for npu, torch for CUDA. Each op has its own
+gradient, so double backward works: the pad backward is linear and its gradient
+is the circular pad of the incoming gradient; L1's is linear in grad_output and
+constant (zero almost everywhere) in input and target.
+
+:func:`pad_backward` and :func:`l1_backward` are what padloss's autograd
+functions call: the op where autograd or the compiler must see it (a backward
+that builds a graph, torch.compile), the kernel itself otherwise, since a
+custom op's Python dispatch costs more than a tiny kernel (measured: about
+25 us a call, against 5 us for padloss's own call).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+import padloss
+from padloss import arrays
+from padloss import l1_loss as l1_rules
+
+from . import torch_functions
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """padloss's name for a torch dtype ("float32", "bfloat16", "int64", ...)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def _native(op: str, name: str, t: torch.Tensor):
+    """A NumPy view of a CPU tensor's memory; any other tensor as it is."""
+    return arrays.torch_cpu_view(op, name, t) if t.device.type == "cpu" else t
+
+
+def pad_input_shape(grad_output_shape: Sequence[int], padding: Sequence[int]) -> tuple:
+    """The forward input's shape, from its padded output's and the pads."""
+    left, right, top, bottom = padding
+    *leading, height, width = grad_output_shape
+    return (*leading, height - top - bottom, width - left - right)
+
+
+def _pad_kernel(grad_output: torch.Tensor, padding: Sequence[int]) -> torch.Tensor:
+    """Gradient of ``F.pad(input, padding, mode="circular")`` with respect to
+    input, from the output's gradient alone (the input's shape follows from it)."""
+    grad_input = grad_output.new_empty(pad_input_shape(grad_output.shape, padding))
+    op = padloss.circular_pad2d_backward.__name__
+    out = _native(op, "grad_input", grad_input)
+    # self is only read for its shape and dtype, which grad_input has.
+    padloss.circular_pad2d_backward(_native(op, "grad_output", grad_output), out, padding, out=out)
+    return grad_input
+
+
+circular_pad2d_backward = torch.library.custom_op(
+    "padloss::circular_pad2d_backward", _pad_kernel, mutates_args=())
+
+
+@circular_pad2d_backward.register_fake
+def _(grad_output, padding):
+    return grad_output.new_empty(pad_input_shape(grad_output.shape, padding))
+
+
+def _pad_setup_context(ctx, inputs, output):
+    ctx.padding = inputs[1]
+
+
+def _pad_backward(ctx, grad):
+    return torch_functions.pad(grad, ctx.padding, mode="circular"), None
+
+
+circular_pad2d_backward.register_autograd(_pad_backward, setup_context=_pad_setup_context)
+
+
+def _new_l1_gradient(grad_output, input, target, dtype):
+    """An empty result: the broadcast shape B, in ``dtype`` or else the promoted P."""
+    shape, promoted = l1_rules.check_metadata(
+        (dtype_name(t.dtype), t.shape, t.device) for t in (grad_output, input, target))
+    return input.new_empty(shape, dtype=getattr(torch, promoted) if dtype is None else dtype)
+
+
+def _l1_into(grad_input, grad_output, input, target, reduction) -> torch.Tensor:
+    op = padloss.l1_loss_backward.__name__
+    out = _native(op, "grad_input", grad_input)
+    padloss.l1_loss_backward(_native(op, "grad_output", grad_output), _native(op, "self", input),
+                             _native(op, "target", target), reduction, out=out)
+    return grad_input
+
+
+def _l1_kernel(grad_output: torch.Tensor, input: torch.Tensor, target: torch.Tensor,
+               reduction: int, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Gradient of ``l1_loss(input, target, reduction)`` with respect to input, in the
+    broadcast shape of the three, computed in the promoted dtype and rounded once to
+    ``dtype`` (default: the promoted dtype). reduction: 0 none, 1 mean, 2 sum."""
+    grad_input = _new_l1_gradient(grad_output, input, target, dtype)
+    return _l1_into(grad_input, grad_output, input, target, reduction)
+
+
+l1_loss_backward = torch.library.custom_op("padloss::l1_loss_backward", _l1_kernel, mutates_args=())
+
+
+@l1_loss_backward.register_fake
+def _(grad_output, input, target, reduction, dtype=None):
+    return _new_l1_gradient(grad_output, input, target, dtype)
+
+
+def _l1_setup_context(ctx, inputs, output):
+    grad_output, input, target, reduction, _ = inputs
+    ctx.save_for_backward(input, target)
+    ctx.reduction = reduction
+    ctx.grad_output_shape, ctx.grad_output_dtype = grad_output.shape, grad_output.dtype
+
+
+def _l1_backward(ctx, grad):
+    """d(result)/d(grad_output) is sign(input - target) times the mean's factor:
+    the op itself applied to the incoming gradient, summed back to grad_output's shape."""
+    grad_grad_output = None
+    if ctx.needs_input_grad[0]:
+        input, target = ctx.saved_tensors
+        grad_grad_output = (l1_loss_backward(grad, input, target, ctx.reduction)
+                            .sum_to_size(ctx.grad_output_shape).to(ctx.grad_output_dtype))
+    return grad_grad_output, None, None, None, None
+
+
+l1_loss_backward.register_autograd(_l1_backward, setup_context=_l1_setup_context)
+
+
+def _direct() -> bool:
+    """Whether a call may skip the op: no graph is being built, nothing traces it."""
+    return not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+
+
+def pad_backward(grad_output: torch.Tensor, padding: Sequence[int]) -> torch.Tensor:
+    """``torch.ops.padloss.circular_pad2d_backward``, or its kernel where nothing must see the op."""
+    return (_pad_kernel if _direct() else circular_pad2d_backward)(grad_output, padding)
+
+
+def l1_backward(grad_output: torch.Tensor, input: torch.Tensor, target: torch.Tensor,
+                reduction: int, dtype: torch.dtype, shape: Sequence[int]) -> torch.Tensor:
+    """``torch.ops.padloss.l1_loss_backward``, or its kernel where nothing must see the op
+    (given B, the result's shape, which the caller's forward already checked)."""
+    if _direct():
+        return _l1_into(input.new_empty(shape, dtype=dtype), grad_output, input, target, reduction)
+    return l1_loss_backward(grad_output, input, target, reduction, dtype)
