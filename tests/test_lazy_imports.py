@@ -66,6 +66,12 @@ def test_import_and_numba_without_torch():
         else:
             raise AssertionError("backend='torch' ran without torch")
         assert "torch" not in sys.modules
+        try:
+            import padloss.torch
+        except ImportError as exc:
+            assert "pip install 'padloss[torch]'" in str(exc), exc
+        else:
+            raise AssertionError("padloss.torch imported without torch")
         """)
 
 

@@ -1,0 +1,384 @@
+"""padloss.torch: the custom ops, the autograd front ends and modules, torch.compile.
+
+Oracles: padloss's direct API and padloss.reference (bit for bit, every dtype: the
+gradients that reach ``.grad`` carry the Ascend numerics, not torch's), torch's own
+autograd (within tolerance), gradcheck/gradgradcheck in float64 and opcheck.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+
+import torch.nn.functional as F  # noqa: E402
+
+import padloss  # noqa: E402
+import padloss.torch as pt  # noqa: E402
+from padloss import reference  # noqa: E402
+from layouts import bits  # noqa: E402
+from shared import pad_axis  # noqa: E402
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+REDUCTIONS = ("none", "mean", "sum")
+# torch's own autograd rounds 16-bit sums after every add; padloss sums in float32.
+TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 2e-2, torch.float32: 1e-6, torch.float64: 1e-12}
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def assert_bits(actual: torch.Tensor, expected: np.ndarray) -> None:
+    """Same dtype, shape and bits (NaNs compared as NaNs)."""
+    a = to_numpy(actual)
+    assert a.dtype == expected.dtype and a.shape == expected.shape
+    nan = np.isnan(expected.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(a.astype(np.float64)), nan)
+    np.testing.assert_array_equal(bits(a)[~nan], bits(expected)[~nan])
+
+
+def rand(shape, dtype, seed=0, requires_grad=False) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype).requires_grad_(requires_grad)
+
+
+# --- custom ops --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_opcheck_circular_pad2d_backward(dtype):
+    grad_output = rand((2, 3, 7, 9), dtype, requires_grad=True)
+    for pads in ([1, 2, 2, 1], [-1, 3, 0, -2]):
+        torch.library.opcheck(torch.ops.padloss.circular_pad2d_backward, (grad_output, pads))
+    strided = rand((2, 9, 3, 7), dtype).permute(0, 2, 3, 1)   # channels-last-like strides
+    torch.library.opcheck(torch.ops.padloss.circular_pad2d_backward, (strided, [1, 1, 1, 1]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_opcheck_l1_loss_backward(dtype):
+    x, t = rand((4, 6), dtype, 1), rand((6,), dtype, 2)
+    for code in (0, 1, 2):
+        grad = rand((4, 6) if code == 0 else (), dtype, 3, requires_grad=True)
+        torch.library.opcheck(torch.ops.padloss.l1_loss_backward, (grad, x, t, code))
+    torch.library.opcheck(torch.ops.padloss.l1_loss_backward,
+                          (rand((), dtype, 4, requires_grad=True), x, t, 1, torch.float32))
+
+
+def test_ops_compute_what_padloss_computes():
+    go = rand((2, 3, 8, 9), torch.bfloat16, 5)
+    got = torch.ops.padloss.circular_pad2d_backward(go, [2, 1, -1, 3])
+    assert_bits(got, reference.circular_pad2d_backward(to_numpy(go), (2, 3, 6, 6), [2, 1, -1, 3]))
+    x, t, g = rand((3, 5), torch.float16, 6), rand((5,), torch.bfloat16, 7), torch.tensor(0.7)
+    got = torch.ops.padloss.l1_loss_backward(g, x, t, 1)
+    assert_bits(got, reference.l1_loss_backward(g.numpy(), to_numpy(x), to_numpy(t), "mean"))
+    got = torch.ops.padloss.l1_loss_backward(g, x, t, 1, torch.float16)
+    assert_bits(got, reference.l1_loss_backward(g.numpy(), to_numpy(x), to_numpy(t), "mean",
+                                                np.float16))
+
+
+# --- gradcheck and gradgradcheck ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("pads", [(1, 2, 2, 1), (-1, 2, 3, -2), (5, 5, 4, 4), (0, -3, -2, 0)])
+def test_gradcheck_circular_pad2d(pads):
+    x = rand((2, 3, 5, 6), torch.float64, requires_grad=True)   # pads of 5 and 4: size - 1
+    fn = lambda v: pt.circular_pad2d(v, pads)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x,))
+    assert torch.autograd.gradgradcheck(fn, (x,))
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("shapes", [((4, 6), (4, 6)), ((4, 6), (6,)), ((1, 6), (3, 1))])
+def test_gradcheck_l1_loss(reduction, shapes):
+    x = rand(shapes[0], torch.float64, 1, requires_grad=True)
+    t = rand(shapes[1], torch.float64, 2, requires_grad=True)
+    fn = lambda a, b: pt.l1_loss(a, b, reduction)  # noqa: E731
+    with pytest.warns(UserWarning) if shapes[0] != shapes[1] else _nothing():
+        assert torch.autograd.gradcheck(fn, (x, t))
+        assert torch.autograd.gradgradcheck(fn, (x, t))
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_double_backward_of_the_ops_themselves():
+    go = rand((1, 2, 6, 7), torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda g: torch.ops.padloss.circular_pad2d_backward(g, [1, 2, 0, 1]),
+                                    (go,))
+    x, t = rand((3, 4), torch.float64, 1), rand((4,), torch.float64, 2)
+    for code, shape in ((0, (3, 4)), (1, ()), (2, (1, 4))):
+        g = rand(shape, torch.float64, 3, requires_grad=True)
+        assert torch.autograd.gradcheck(lambda v: torch.ops.padloss.l1_loss_backward(v, x, t, code),
+                                        (g,))
+        assert torch.autograd.gradgradcheck(lambda v: torch.ops.padloss.l1_loss_backward(v, x, t, code),
+                                            (g,))
+
+
+# --- gradients through autograd: padloss's bits, torch's values ------------------------
+
+
+@st.composite
+def pad_case(draw):
+    dtype = draw(st.sampled_from(DTYPES))
+    lead = draw(st.sampled_from([(), (2,), (1, 3), (2, 2)]))
+    (h, top, bottom), (w, left, right) = draw(pad_axis()), draw(pad_axis())
+    shape = (lead + (h, w)) if len(lead) == 2 else (lead + (2, h, w))[-4:]
+    return dtype, shape, (left, right, top, bottom), draw(st.integers(0, 2**31)), draw(st.booleans())
+
+
+@settings(max_examples=40)
+@given(pad_case())
+def test_circular_pad2d_gradient_is_padlosss(case):
+    dtype, shape, pads, seed, strided_grad = case
+    x = rand(shape, dtype, seed, requires_grad=True)
+    y = pt.circular_pad2d(x, pads)
+    assert torch.equal(y, F.pad(x.detach(), pads, mode="circular"))   # torch's forward
+    g = rand(y.shape[:-1] + (2 * y.shape[-1],), dtype, seed + 1)[..., ::2] if strided_grad \
+        else rand(y.shape, dtype, seed + 1)
+    y.backward(g)
+    expected = reference.circular_pad2d_backward(to_numpy(g), shape, pads)
+    assert_bits(x.grad, expected)
+    direct = padloss.circular_pad2d_backward(to_numpy(g), np.empty(shape, expected.dtype), pads)
+    assert_bits(x.grad, direct)
+    torch_x = x.detach().clone().requires_grad_()
+    F.pad(torch_x, pads, mode="circular").backward(g)
+    torch.testing.assert_close(x.grad.double(), torch_x.grad.double(), rtol=TOLERANCE[dtype],
+                               atol=TOLERANCE[dtype])
+
+
+def test_circular_pad2d_gradient_from_a_broadcast_grad_output():
+    x = rand((2, 3, 4, 5), torch.float32, requires_grad=True)
+    pt.circular_pad2d(x, 2).sum().backward()      # grad_output: an expanded 0-d (zero strides)
+    ones = np.ones((2, 3, 8, 9), np.float32)
+    assert_bits(x.grad, reference.circular_pad2d_backward(ones, (2, 3, 4, 5), (2, 2, 2, 2)))
+
+
+# Every dtype alone, and mixes that promote (each mix is a kernel variant to compile).
+L1_DTYPES = [(d, d) for d in DTYPES] + [(torch.float16, torch.float32), (torch.bfloat16, torch.float16),
+                                        (torch.float32, torch.int32)]
+
+
+@st.composite
+def l1_case(draw):
+    x_dtype, t_dtype = draw(st.sampled_from(L1_DTYPES))
+    shape = draw(st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple))
+    # the target broadcasts against the input, or the input against the target
+    t_shape = draw(st.sampled_from([shape, shape[1:], tuple(1 for _ in shape)]))
+    if draw(st.booleans()):
+        shape, t_shape = t_shape, shape
+    return x_dtype, t_dtype, shape, t_shape, draw(st.sampled_from(REDUCTIONS)), draw(st.integers(0, 2**31))
+
+
+@settings(max_examples=40)
+@given(l1_case())
+def test_l1_loss_gradients_are_padlosss(case):
+    x_dtype, t_dtype, shape, t_shape, reduction, seed = case
+    x = rand(shape, x_dtype, seed, requires_grad=True)
+    t = rand(t_shape, torch.float64, seed + 1).mul(3).round().to(t_dtype) if t_dtype == torch.int32 \
+        else rand(t_shape, t_dtype, seed + 1, requires_grad=True)
+    # half of the elements equal: sign 0
+    with torch.no_grad():
+        if t.shape == x.shape and t.dtype == x.dtype and x.numel():
+            t.view(-1)[::2] = x.view(-1)[::2]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # torch's broadcast warning
+        loss = pt.l1_loss(x, t, reduction)
+        torch_loss = F.l1_loss(x.detach(), t.detach(), reduction=reduction)
+    assert torch.equal(loss, torch_loss)                # torch's forward
+    g = rand(loss.shape, loss.dtype, seed + 2)
+    loss.backward(g)
+    gn, xn, tn = to_numpy(g), to_numpy(x), to_numpy(t)
+    B = np.broadcast_shapes(gn.shape, xn.shape, tn.shape)
+    if x.shape == B:   # not broadcast: one rounding, into x's dtype
+        expected = reference.l1_loss_backward(gn, xn, tn, reduction, xn.dtype)
+        assert_bits(x.grad, expected)
+        direct = padloss.l1_loss_backward(gn, xn, tn, reduction, out=np.empty(B, xn.dtype))
+        assert_bits(x.grad, direct)
+    else:              # broadcast: the promoted result, summed by torch, then cast
+        full = torch.from_numpy(reference.l1_loss_backward(gn, xn, tn, reduction).astype(np.float64))
+        torch.testing.assert_close(x.grad.double(), full.sum_to_size(x.shape), rtol=1e-2, atol=1e-6)
+    if t.requires_grad:
+        if t.shape == B:
+            assert_bits(t.grad, -reference.l1_loss_backward(gn, xn, tn, reduction, tn.dtype))
+        else:
+            full = torch.from_numpy(reference.l1_loss_backward(gn, xn, tn, reduction).astype(np.float64))
+            torch.testing.assert_close(t.grad.double(), -full.sum_to_size(t.shape), rtol=1e-2,
+                                       atol=1e-6)
+    # torch's own autograd, within tolerance (it may differ only by rounding)
+    tx = x.detach().clone().requires_grad_()
+    tt = t.detach().clone().requires_grad_(t.requires_grad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        F.l1_loss(tx, tt, reduction=reduction).backward(g)
+    tol = max(TOLERANCE[x_dtype], TOLERANCE.get(t_dtype, 0))
+    torch.testing.assert_close(x.grad.double(), tx.grad.double(), rtol=tol * 10, atol=tol * 10)
+
+
+def test_only_the_target_may_need_a_gradient():
+    x, t = rand((3, 4), torch.float32, 1), rand((3, 4), torch.bfloat16, 2, requires_grad=True)
+    pt.l1_loss(x, t, "sum").backward()
+    expected = -reference.l1_loss_backward(np.float32(1), to_numpy(x), to_numpy(t), "sum",
+                                           ml_dtypes.bfloat16)
+    assert_bits(t.grad, expected)
+
+
+# --- modules ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("padding", [2, (1, 2, 0, 3)])
+def test_circular_pad2d_module(padding):
+    module = pt.CircularPad2d(padding)
+    assert isinstance(module, torch.nn.CircularPad2d)
+    assert repr(module) == repr(torch.nn.CircularPad2d(padding))
+    x = rand((3, 5, 6), torch.float16, requires_grad=True)
+    y = module(x)
+    g = rand(y.shape, torch.float16, 1)
+    y.backward(g)
+    pads = (padding,) * 4 if isinstance(padding, int) else padding
+    assert_bits(x.grad, reference.circular_pad2d_backward(to_numpy(g), (3, 5, 6), pads))
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_l1_loss_module(reduction):
+    module = pt.L1Loss(reduction=reduction)
+    assert isinstance(module, torch.nn.L1Loss) and module.reduction == reduction
+    x, t = rand((4, 5), torch.bfloat16, requires_grad=True), rand((4, 5), torch.bfloat16, 1)
+    loss = module(x, t)
+    g = rand(loss.shape, torch.bfloat16, 2)
+    loss.backward(g)
+    assert_bits(x.grad, reference.l1_loss_backward(to_numpy(g), to_numpy(x), to_numpy(t), reduction))
+
+
+# --- bad input fails in the forward ------------------------------------------------------
+
+
+def _refused(fn, argument, words):
+    with pytest.raises(padloss.PadlossError) as info:
+        fn()
+    assert info.value.status == padloss.Status.PARAM_INVALID
+    assert info.value.argument == argument and words in str(info.value)
+
+
+def test_bad_input_fails_in_the_forward_with_padlosss_error():
+    x = rand((2, 4, 4), torch.float32, requires_grad=True)
+    _refused(lambda: pt.circular_pad2d(x, 4), "padding", "smaller than the input size 4")  # torch allows
+    _refused(lambda: pt.circular_pad2d(x, (1, 2, 3)), "padding", "4 integers")
+    _refused(lambda: pt.circular_pad2d(x.to(torch.int32), 1), "self", "dtype int32")
+    _refused(lambda: pt.circular_pad2d(x[0], 1), "self", "rank 2")
+    _refused(lambda: pt.CircularPad2d(1)(x[:, :0]), "self", "zero-sized")
+    _refused(lambda: pt.l1_loss(x, rand((3,), torch.float32)), "target", "does not broadcast")
+    _refused(lambda: pt.l1_loss(x, x.detach(), "avg"), "reduction", "'none', 'mean', 'sum'")
+    _refused(lambda: pt.l1_loss(x.to(torch.complex64), x.detach()), "grad_output", "complex64")
+    assert x.grad is None
+
+
+def test_compiled_forward_refuses_with_padlosss_error():
+    x = rand((2, 4, 4), torch.float32, requires_grad=True)
+    compiled = torch.compile(lambda v: pt.circular_pad2d(v, 4).sum(), backend="eager")
+    _refused(lambda: compiled(x), "padding", "smaller than the input size 4")
+    strict = torch.compile(lambda v: pt.circular_pad2d(v, 4).sum(), backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="InvalidArgumentError.*smaller than the input size 4"):
+        strict(x)
+
+
+# --- torch.compile -------------------------------------------------------------------------
+
+
+def test_compile_fullgraph_gradients_equal_eager_bit_for_bit():
+    torch._dynamo.reset()
+
+    def step(x, target):
+        y = pt.circular_pad2d(x * 2, (1, 2, 2, 1))
+        return pt.l1_loss(y, target) + pt.l1_loss(y[..., :3], target[..., :3], "sum")
+
+    counts = {}
+
+    def counting_backend(gm, example_inputs):
+        counts["graphs"] = counts.get("graphs", 0) + 1
+        return gm
+
+    x = rand((2, 3, 6, 7), torch.float32, 1, requires_grad=True)
+    target = rand((2, 3, 9, 10), torch.float32, 2)
+    torch.compile(step, fullgraph=True, backend=counting_backend)(x, target)
+    assert counts == {"graphs": 1}                      # one graph: no break
+
+    compiled = torch.compile(step, fullgraph=True)       # inductor
+    eager_x = x.detach().clone().requires_grad_()
+    step(eager_x, target).backward()
+    compiled(x, target).backward()
+    assert torch.equal(x.grad, eager_x.grad)
+    # and the backward really is padloss's ops (in the compiled graph, not skipped)
+    y = rand((2, 3, 9, 10), torch.float32, 3)
+    expected = reference.l1_loss_backward(np.float32(1), to_numpy(y), to_numpy(target), "mean")
+    compiled_l1 = torch.compile(lambda v, t: pt.l1_loss(v, t), fullgraph=True)
+    y.requires_grad_()
+    compiled_l1(y, target).backward()
+    assert_bits(y.grad, expected)
+
+
+# --- patch(): unmodified torch code takes padloss's backward -------------------------------
+
+
+def _pad_grads(call, x, g):
+    x = x.detach().clone().requires_grad_()
+    call(x).backward(g)
+    return x.grad
+
+
+@pytest.mark.parametrize("rank", [3, 4])
+def test_patch_routes_circular_pads_to_padloss(rank):
+    # float16 with pads that wrap: torch rounds each partial sum, padloss once
+    x = rand((2, 3, 6, 7)[-rank:], torch.float16, 1) * 100
+    pads = (3, 2, 2, 3)
+    g = rand(tuple(x.shape[:-2]) + (11, 12), torch.float16, 2) * 100
+    expected = reference.circular_pad2d_backward(to_numpy(g), tuple(x.shape), pads)
+    via_pad = lambda v: F.pad(v, pads, mode="circular")  # noqa: E731
+    via_module = torch.nn.CircularPad2d(pads)
+    unpatched = _pad_grads(via_pad, x, g)
+    assert not np.array_equal(bits(to_numpy(unpatched)), bits(expected))   # the test can tell
+    with pt.patch():
+        assert_bits(_pad_grads(via_pad, x, g), expected)
+        assert_bits(_pad_grads(via_module, x, g), expected)
+    assert torch.equal(_pad_grads(via_pad, x, g), unpatched)
+
+
+def test_patch_routes_circular_conv2d_and_l1_loss_to_padloss(monkeypatch):
+    calls = {"pad": 0, "l1": 0}
+    real_pad, real_l1 = padloss.circular_pad2d_backward, padloss.l1_loss_backward
+
+    def pad(*args, **kwargs):
+        calls["pad"] += 1
+        return real_pad(*args, **kwargs)
+
+    def l1(*args, **kwargs):
+        calls["l1"] += 1
+        return real_l1(*args, **kwargs)
+
+    monkeypatch.setattr(padloss, "circular_pad2d_backward", pad)
+    monkeypatch.setattr(padloss, "l1_loss_backward", l1)
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(2, 3, 3, padding=1, padding_mode="circular")
+    x, t = rand((2, 2, 5, 5), torch.float32, 1, requires_grad=True), rand((2, 3, 5, 5), torch.float32, 2)
+    with pt.patch():
+        torch.nn.L1Loss()(conv(x), t).backward()
+        assert calls == {"pad": 1, "l1": 1}
+        F.l1_loss(conv(x), t, reduction="sum").backward()
+        assert calls == {"pad": 2, "l1": 2}
+        with torch.no_grad():                  # nothing to differentiate: torch's forward only
+            conv(x)
+        assert calls == {"pad": 2, "l1": 2}
+    conv(x).sum().backward()
+    assert calls == {"pad": 2, "l1": 2}
