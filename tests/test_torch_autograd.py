@@ -382,3 +382,31 @@ def test_patch_routes_circular_conv2d_and_l1_loss_to_padloss(monkeypatch):
         assert calls == {"pad": 2, "l1": 2}
     conv(x).sum().backward()
     assert calls == {"pad": 2, "l1": 2}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_device_tensors_path_through_the_torch_backend(monkeypatch, dtype):
+    """CUDA and npu tensors reach padloss's API as tensors (not NumPy views), and the
+    dispatcher sends them to the torch or ascend backend; here the same hand-over runs
+    on CPU tensors with the torch backend insisted on."""
+    from padloss.torch import ops
+
+    from padloss_ascend.torch_backend import TorchBackend
+
+    monkeypatch.setattr(ops, "_native", lambda op, name, t: t)
+    compiled = []
+    real_compile = TorchBackend.compile
+    monkeypatch.setattr(TorchBackend, "compile",
+                        lambda self, problem: compiled.append(problem.op) or real_compile(self, problem))
+    padloss.plan_cache.clear()
+    x = rand((2, 3, 5, 6), dtype, 1, requires_grad=True)
+    a, t = rand((4, 6), dtype, 2, requires_grad=True), rand((4, 6), dtype, 3)
+    with padloss.use_backend("torch"):
+        y = pt.circular_pad2d(x, (1, 2, 2, 1))
+        g = rand(y.shape, dtype, 4)
+        y.backward(g)
+        pt.l1_loss(a, t).backward()
+    assert compiled == ["circular_pad2d_backward", "l1_loss_backward"]
+    assert_bits(x.grad, reference.circular_pad2d_backward(to_numpy(g), (2, 3, 5, 6), (1, 2, 2, 1)))
+    assert_bits(a.grad, reference.l1_loss_backward(np.float32(1).astype(to_numpy(a).dtype),
+                                                   to_numpy(a), to_numpy(t), "mean"))
