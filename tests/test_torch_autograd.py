@@ -410,3 +410,23 @@ def test_device_tensors_path_through_the_torch_backend(monkeypatch, dtype):
     assert_bits(x.grad, reference.circular_pad2d_backward(to_numpy(g), (2, 3, 5, 6), (1, 2, 2, 1)))
     assert_bits(a.grad, reference.l1_loss_backward(np.float32(1).astype(to_numpy(a).dtype),
                                                    to_numpy(a), to_numpy(t), "mean"))
+
+
+def test_padloss_leaves_torchs_thread_count_alone():
+    """Starting Numba's omp thread pool sets OpenMP's thread count, which torch shares."""
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np, torch
+torch.set_num_threads(1)
+assert torch.get_num_threads() == 1              # torch's OpenMP has started
+import padloss.torch as pt
+x = torch.ones(2, 3, 5, 5, requires_grad=True)
+pt.circular_pad2d(x, 1).sum().backward()
+assert torch.get_num_threads() == 1, torch.get_num_threads()
+"""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_NUM_THREADS"}
+    env["NUMBA_NUM_THREADS"] = "2"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import sys
 
 import numba
 
@@ -16,11 +17,22 @@ from padloss.problem import Problem
 from .l1_plan import compile_l1_loss_backward
 from .pad_plan import compile_circular_pad2d_backward
 
+def _start_threads() -> None:
+    """Start Numba's thread pool, keeping torch's thread count: starting the omp
+    layer sets OpenMP's count, which a loaded torch shares (torch.set_num_threads(1)
+    read back 2 after padloss's first call, on 2 cores)."""
+    torch = sys.modules.get("torch")
+    torch_threads = torch.get_num_threads() if torch is not None else None
+    numba.get_num_threads()
+    if torch_threads is not None and torch.get_num_threads() != torch_threads:
+        torch.set_num_threads(torch_threads)
+
+
 def _thread_count_reader():
     """numba.get_num_threads() takes two locks a call (0.7 us); after it has
     started the threads once, Numba's own lock-free reader gives the same
     (per-thread) value."""
-    numba.get_num_threads()
+    _start_threads()
     return getattr(numba.np.ufunc.parallel, "_get_num_threads", numba.get_num_threads)
 
 
