@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
 
 import padloss
@@ -36,7 +37,24 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def _native(op: str, name: str, t: torch.Tensor):
     """A NumPy view of a CPU tensor's memory; any other tensor as it is."""
-    return arrays.torch_cpu_view(op, name, t) if t.device.type == "cpu" else t
+    return arrays.torch_cpu_view(op, name, t) if t.is_cpu else t
+
+
+def _new_result(like: torch.Tensor, shape: Sequence[int], dtype: torch.dtype):
+    """A new result tensor on like's device, and what padloss writes it through.
+
+    On the CPU its memory comes from NumPy, which asks for huge pages on large
+    arrays where torch's default allocator does not: a large pad's backward ran
+    2x faster into it (133 MB, float32, 2 threads).
+    """
+    if not like.is_cpu:
+        result = like.new_empty(shape, dtype=dtype)
+        return result, result
+    if dtype == torch.bfloat16:   # torch.from_numpy has no bfloat16: share int16 storage
+        raw = np.empty(shape, np.int16)
+        return torch.from_numpy(raw).view(torch.bfloat16), raw.view(arrays.BFLOAT16)
+    memory = np.empty(shape, arrays.numpy_dtype(dtype_name(dtype)))
+    return torch.from_numpy(memory), memory
 
 
 def pad_input_shape(grad_output_shape: Sequence[int], padding: Sequence[int]) -> tuple:
@@ -49,11 +67,11 @@ def pad_input_shape(grad_output_shape: Sequence[int], padding: Sequence[int]) ->
 def _pad_kernel(grad_output: torch.Tensor, padding: Sequence[int]) -> torch.Tensor:
     """Gradient of ``F.pad(input, padding, mode="circular")`` with respect to
     input, from the output's gradient alone (the input's shape follows from it)."""
-    grad_input = grad_output.new_empty(pad_input_shape(grad_output.shape, padding))
-    op = padloss.circular_pad2d_backward.__name__
-    out = _native(op, "grad_input", grad_input)
+    grad_input, out = _new_result(grad_output, pad_input_shape(grad_output.shape, padding),
+                                  grad_output.dtype)
     # self is only read for its shape and dtype, which grad_input has.
-    padloss.circular_pad2d_backward(_native(op, "grad_output", grad_output), out, padding, out=out)
+    padloss.circular_pad2d_backward(_native(padloss.circular_pad2d_backward.__name__, "grad_output",
+                                            grad_output), out, padding, out=out)
     return grad_input
 
 
@@ -77,19 +95,18 @@ def _pad_backward(ctx, grad):
 circular_pad2d_backward.register_autograd(_pad_backward, setup_context=_pad_setup_context)
 
 
-def _new_l1_gradient(grad_output, input, target, dtype):
-    """An empty result: the broadcast shape B, in ``dtype`` or else the promoted P."""
+def _l1_result(grad_output, input, target, dtype) -> tuple[tuple[int, ...], torch.dtype]:
+    """The result's shape B and dtype (``dtype``, or else the promoted P)."""
     shape, promoted = l1_rules.check_metadata(
         (dtype_name(t.dtype), t.shape, t.device) for t in (grad_output, input, target))
-    return input.new_empty(shape, dtype=getattr(torch, promoted) if dtype is None else dtype)
+    return shape, getattr(torch, promoted) if dtype is None else dtype
 
 
-def _l1_into(grad_input, grad_output, input, target, reduction) -> torch.Tensor:
+def _l1_into(result, out, grad_output, input, target, reduction) -> torch.Tensor:
     op = padloss.l1_loss_backward.__name__
-    out = _native(op, "grad_input", grad_input)
     padloss.l1_loss_backward(_native(op, "grad_output", grad_output), _native(op, "self", input),
                              _native(op, "target", target), reduction, out=out)
-    return grad_input
+    return result
 
 
 def _l1_kernel(grad_output: torch.Tensor, input: torch.Tensor, target: torch.Tensor,
@@ -97,8 +114,8 @@ def _l1_kernel(grad_output: torch.Tensor, input: torch.Tensor, target: torch.Ten
     """Gradient of ``l1_loss(input, target, reduction)`` with respect to input, in the
     broadcast shape of the three, computed in the promoted dtype and rounded once to
     ``dtype`` (default: the promoted dtype). reduction: 0 none, 1 mean, 2 sum."""
-    grad_input = _new_l1_gradient(grad_output, input, target, dtype)
-    return _l1_into(grad_input, grad_output, input, target, reduction)
+    result, out = _new_result(input, *_l1_result(grad_output, input, target, dtype))
+    return _l1_into(result, out, grad_output, input, target, reduction)
 
 
 l1_loss_backward = torch.library.custom_op("padloss::l1_loss_backward", _l1_kernel, mutates_args=())
@@ -106,7 +123,8 @@ l1_loss_backward = torch.library.custom_op("padloss::l1_loss_backward", _l1_kern
 
 @l1_loss_backward.register_fake
 def _(grad_output, input, target, reduction, dtype=None):
-    return _new_l1_gradient(grad_output, input, target, dtype)
+    shape, dtype = _l1_result(grad_output, input, target, dtype)
+    return input.new_empty(shape, dtype=dtype)
 
 
 def _l1_setup_context(ctx, inputs, output):
@@ -145,5 +163,5 @@ def l1_backward(grad_output: torch.Tensor, input: torch.Tensor, target: torch.Te
     """``torch.ops.padloss.l1_loss_backward``, or its kernel where nothing must see the op
     (given B, the result's shape, which the caller's forward already checked)."""
     if _direct():
-        return _l1_into(input.new_empty(shape, dtype=dtype), grad_output, input, target, reduction)
+        return _l1_into(*_new_result(input, shape, dtype), grad_output, input, target, reduction)
     return l1_loss_backward(grad_output, input, target, reduction, dtype)
