@@ -37,9 +37,6 @@ class Backend:
         modules just to look (use importlib.util.find_spec / sys.modules)."""
         return True, ""
 
-    def is_available(self) -> bool:
-        return self.availability()[0]
-
     def supports(self, problem: Problem) -> str | None:
         """None when this backend can run ``problem``, else the reason it cannot.
         A pure function of the Problem: padloss remembers the verdict."""

@@ -1,8 +1,9 @@
 """Which backend runs a Problem: the registry and the selection order.
 
-Built-in backends are listed in a table and imported only when first needed;
-third parties register through the entry-point group ``padloss.backends`` (a
-plugin that fails to load becomes a warning, never a broken import). The
+Built-in backends are listed in a table and imported only when first needed
+(one that fails to import is a bug in padloss, and raises); third parties
+register through the entry-point group ``padloss.backends`` (a plugin that fails
+to load becomes a warning, never a broken import). The
 choice, first match wins:
 
 1. the ``backend=`` argument of the call,
@@ -55,20 +56,6 @@ class BackendInfo(NamedTuple):
     devices: tuple[str, ...]
 
 
-class _Unloadable(Backend):
-    """Stands in for a backend whose module failed to import, keeping the reason."""
-
-    def __init__(self, name: str, reason: str):
-        self.name = name
-        self._reason = reason
-
-    def availability(self) -> tuple[bool, str]:
-        return False, self._reason
-
-    def supports(self, problem: Problem) -> str | None:
-        return self._reason
-
-
 def _instantiate(obj: object) -> Backend:
     backend = obj() if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Backend)) else obj
     if not isinstance(backend, Backend):
@@ -98,10 +85,9 @@ class Registry:
     def _load(self) -> dict[str, Backend]:
         found: dict[str, Backend] = {}
         for name, (module, attr) in BUILTIN_BACKENDS.items():
-            try:
-                found[name] = _instantiate(getattr(importlib.import_module(module), attr))
-            except Exception as exc:  # a missing optional dependency must not break padloss
-                found[name] = _Unloadable(name, f"cannot import {module}: {exc}")
+            # No try: a built-in imports no optional dependency (each reports a missing
+            # one through availability()), so an import error here is a bug to see.
+            found[name] = _instantiate(getattr(importlib.import_module(module), attr))
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             try:
                 backend = _instantiate(ep.load())

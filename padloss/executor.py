@@ -68,11 +68,6 @@ class Executor:
     def workspace_size(self) -> int:
         return self._plan.workspace_size
 
-    @property
-    def buffer_names(self) -> tuple[str, ...]:
-        """The names ``run()`` accepts for new buffers (output last)."""
-        return self._names
-
     def run(self, /, workspace: Any = None, stream: Any = None, **buffers: Any) -> Any:
         """Launch the plan; keyword buffers replace the bound ones for this run
         and later runs (``self`` is positional-only, so a buffer may be named

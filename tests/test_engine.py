@@ -305,6 +305,20 @@ def test_plugin_discovered_and_used(plugin):
     np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, x.shape, p)))
 
 
+def test_a_builtin_backend_that_fails_to_import_raises(monkeypatch):
+    """A built-in imports no optional dependency, so its import error is a bug in
+    padloss: raised, never shown as "unavailable" (plugins only warn)."""
+    from padloss import dispatch
+
+    monkeypatch.setitem(dispatch.BUILTIN_BACKENDS, "typo", ("padloss_numbaa", "backend"))
+    registry.reload()
+    with pytest.raises(ModuleNotFoundError, match="padloss_numbaa"):
+        padloss.available_backends()
+    monkeypatch.undo()
+    registry.reload()
+    assert padloss.available_backends()[0].name == "numba"
+
+
 # ---------------------------------------------------------- on-disk kernels
 
 _FIRST_CALL = """
