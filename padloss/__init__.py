@@ -6,6 +6,7 @@ Each op has a one-shot call and an aclnn-shaped two-phase form: phase 1
 (``*_get_workspace_size``) validates, picks a backend and fetches a cached
 plan; phase 2 (``executor.run()``) computes, and may be repeated.
 """
+from . import config
 from .backend import Backend
 from .circular_pad import circular_pad2d_backward, circular_pad2d_backward_get_workspace_size
 from .dispatch import BackendInfo, available_backends, use_backend
@@ -19,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backend", "BackendError", "BackendInfo", "Executor", "InvalidArgumentError",
-    "NullArgumentError", "PadlossError", "Status", "__version__", "available_backends",
+    "NullArgumentError", "PadlossError", "Status", "__version__", "available_backends", "config",
     "circular_pad2d_backward", "circular_pad2d_backward_get_workspace_size",
     "l1_loss_backward", "l1_loss_backward_get_workspace_size", "plan_cache",
     "use_backend", "warmup",

@@ -9,14 +9,15 @@ choice, first match wins:
 1. the ``backend=`` argument of the call,
 2. an enclosing ``padloss.use_backend(name)`` block (a context variable, so
    it is per thread and per asyncio task),
-3. the ``PADLOSS_BACKEND`` environment variable,
+3. the ``backend`` setting (``padloss.config.set(backend=...)``, or the
+   ``PADLOSS_BACKEND`` environment variable as read at import),
 4. automatic: backends that compute where the data lives, highest priority
    first, the first one available that supports the Problem.
 
 An explicit choice (1-3) that is unknown, unavailable or unsuitable is an
 error naming the reason; it never falls back silently.
 
-A choice is remembered per (Problem, request, block, variable): ``supports``
+A choice is remembered per (Problem, request, block, setting): ``supports``
 is a pure function of the Problem, so only availability, which can change
 (a device appears, a module gets imported), is asked again on later calls,
 of the chosen backend and of every one skipped for being unavailable.
@@ -27,17 +28,16 @@ import contextlib
 import contextvars
 import importlib
 import importlib.metadata
-import os
 import threading
 import warnings
 from typing import Iterator, NamedTuple
 
 from .backend import Backend
+from .config import current as _settings
 from .errors import BackendError, invalid_argument
 from .problem import Problem
 
 ENTRY_POINT_GROUP = "padloss.backends"
-ENV_VAR = "PADLOSS_BACKEND"
 MAX_CHOICES = 1024   # remembered selections; all are forgotten when full (cheap, and rare)
 
 # name -> (module, attribute): imported on first use, in this order.
@@ -140,22 +140,6 @@ def available_backends() -> list[BackendInfo]:
     return infos
 
 
-def _environment_reader():
-    """A reader of ``PADLOSS_BACKEND`` for every call. os.environ.get encodes the
-    key each time (0.5 us); where os.environ keeps its encoded mapping (POSIX
-    CPython, updated by every os.environ assignment) the pre-encoded key is looked
-    up directly."""
-    data, encode = getattr(os.environ, "_data", None), getattr(os.environ, "encodekey", None)
-    if not isinstance(data, dict) or encode is None:
-        return lambda: os.environ.get(ENV_VAR)
-    key = encode(ENV_VAR)
-    decode = os.environ.decodevalue
-    return lambda: None if (value := data.get(key)) is None else decode(value)
-
-
-environment_backend = _environment_reader()
-
-
 class Choice(NamedTuple):
     """A selection, remembered: it stands while :meth:`holds` says so."""
 
@@ -171,8 +155,8 @@ class Choice(NamedTuple):
 
 def request(requested: str | None) -> tuple:
     """What decides the choice besides the Problem: (backend= argument, the
-    enclosing use_backend block, the environment variable)."""
-    return requested, _chosen.get(), environment_backend()
+    enclosing use_backend block, the backend setting)."""
+    return requested, _chosen.get(), _settings.backend
 
 
 def select_backend(problem: Problem, requested: str | None = None) -> Backend:
@@ -186,13 +170,14 @@ def choose(problem: Problem, asked: tuple) -> Choice:
     known = registry.choices.get(key)
     if known is not None and known.holds():
         return known
-    requested, block, variable = asked
+    requested, block, setting = asked
     if requested is not None:
         backend, skipped = _explicit(problem, requested, "the backend= argument"), ()
     elif block is not None:
         backend, skipped = _explicit(problem, block, "padloss.use_backend()"), ()
-    elif variable:
-        backend, skipped = _explicit(problem, variable, f"the {ENV_VAR} environment variable"), ()
+    elif setting:
+        origin = "the backend setting (padloss.config, PADLOSS_BACKEND)"
+        backend, skipped = _explicit(problem, setting, origin), ()
     else:
         backend, skipped = _automatic(problem)
     choice = Choice(backend, skipped, registry.epoch)

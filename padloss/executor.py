@@ -158,7 +158,7 @@ class Ready(NamedTuple):
     """The plan a one-shot call ran, and what it depended on: the next call with
     the same signature runs it again if all of that still holds."""
 
-    asked: tuple        # request(): backend=, use_backend block, PADLOSS_BACKEND
+    asked: tuple        # request(): backend=, use_backend block, the backend setting
     choice: Choice
     context: tuple      # the backend's cache_context()
     key: tuple          # the plan-cache key

@@ -420,8 +420,8 @@ def test_marshalling_through_a_c_library(monkeypatch, tmp_path):
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(tmp_path / "lib64" / "libopapi.so"),
                     str(tmp_path / "stub.c")], check=True)
     monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
-    monkeypatch.delenv("PADLOSS_ASCEND_ACLNN", raising=False)
-    aclnn_pad.op_library.cache_clear()
+    monkeypatch.setattr(padloss.config.current, "ascend_aclnn", True)
+    aclnn_pad._load_op_library.cache_clear()
     try:
         lib = aclnn_pad.op_library()
         assert lib is not None
@@ -432,7 +432,7 @@ def test_marshalling_through_a_c_library(monkeypatch, tmp_path):
         plan.run((go, gi), None, FakeStream())
         events = read_stub_log(lib)
     finally:
-        aclnn_pad.op_library.cache_clear()
+        aclnn_pad._load_op_library.cache_clear()
     (go_t, self_t, gi_t), rest = events[:3], events[3:]
     # (dims, aclDataType, strides, storage offset, aclFormat ND, storage dims, data pointer)
     assert go_t[1:8] == ([2, 3, 8, 9], 27, [216, 72, 9, 1], 0, 2, [432], go.data_ptr())
@@ -467,23 +467,22 @@ def test_native_pad_plan_chosen_only_when_the_library_has_it(monkeypatch):
 
 
 def test_op_library_lookup(monkeypatch, tmp_path):
-    aclnn_pad.op_library.cache_clear()
+    aclnn_pad._load_op_library.cache_clear()
     monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
     try:
         assert aclnn_pad.op_library() is None                    # no CANN here
-        aclnn_pad.op_library.cache_clear()
+        aclnn_pad._load_op_library.cache_clear()
         monkeypatch.setattr(ctypes, "CDLL", lambda path: FakeOpLibrary())
         lib = aclnn_pad.op_library()
         assert lib.aclnnCircularPad2dBackward.argtypes[-1] is ctypes.c_void_p   # typed on load
-        aclnn_pad.op_library.cache_clear()
-        monkeypatch.setenv("PADLOSS_ASCEND_ACLNN", "0")
-        assert aclnn_pad.op_library() is None                    # switched off
-        monkeypatch.delenv("PADLOSS_ASCEND_ACLNN")
-        aclnn_pad.op_library.cache_clear()
+        with padloss.config.set(ascend_aclnn=False):
+            assert aclnn_pad.op_library() is None                # switched off, though loaded
+        assert aclnn_pad.op_library() is lib
+        aclnn_pad._load_op_library.cache_clear()
         monkeypatch.setattr(ctypes, "CDLL", lambda path: types.SimpleNamespace())
         assert aclnn_pad.op_library() is None                    # a CANN without the op
     finally:
-        aclnn_pad.op_library.cache_clear()
+        aclnn_pad._load_op_library.cache_clear()
 
 
 # --- streams: queued on the caller's stream, never synchronised -----------------------------------

@@ -220,12 +220,12 @@ def test_selection_order(plugin, monkeypatch):
         return bool(plugin.compiled)
 
     assert not ran_on_plugin()                                   # automatic: numba wins on priority
-    monkeypatch.setenv("PADLOSS_BACKEND", "recording")
-    assert ran_on_plugin()                                       # environment beats automatic
+    monkeypatch.setattr(padloss.config.current, "backend", "recording")
+    assert ran_on_plugin()                                       # the setting beats automatic
     with padloss.use_backend("numba"):
-        assert not ran_on_plugin()                               # context beats environment
+        assert not ran_on_plugin()                               # context beats the setting
         assert ran_on_plugin(backend="recording")                # argument beats context
-    monkeypatch.delenv("PADLOSS_BACKEND")
+    monkeypatch.setattr(padloss.config.current, "backend", None)
     with padloss.use_backend("recording"):
         assert ran_on_plugin()
         assert not ran_on_plugin(backend="numba")
@@ -245,9 +245,9 @@ def test_repeated_calls_see_every_change_that_decides_the_plan(plugin, monkeypat
 
     assert run() == run() == "numba"
     assert (fresh_cache.hits, fresh_cache.misses) == (1, 1)
-    monkeypatch.setenv("PADLOSS_BACKEND", "recording")
+    monkeypatch.setattr(padloss.config.current, "backend", "recording")
     assert run() == "recording"
-    monkeypatch.delenv("PADLOSS_BACKEND")
+    monkeypatch.setattr(padloss.config.current, "backend", None)
     assert run() == "numba"
     with padloss.use_backend("recording"):
         run()

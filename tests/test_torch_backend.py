@@ -266,7 +266,7 @@ def test_torch_backend_on_request(monkeypatch):
     with padloss.use_backend("torch"):
         _, ex = padloss.circular_pad2d_backward_get_workspace_size(*pad_args())
     assert ex.backend.name == "torch"
-    monkeypatch.setenv("PADLOSS_BACKEND", "torch")
+    monkeypatch.setattr(padloss.config.current, "backend", "torch")
     _, ex = padloss.circular_pad2d_backward_get_workspace_size(*pad_args())
     assert ex.backend.name == "torch"
 

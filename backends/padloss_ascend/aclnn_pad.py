@@ -6,7 +6,8 @@ it directly through ctypes, building the aclTensor descriptors as torch_npu
 does (sizes, strides, storage offset, the storage as one flat ND block).
 Without the library, for negative pads, or past the kernel's width limit, the
 device-generic torch ops run instead. This path has never run on hardware:
-``PADLOSS_ASCEND_ACLNN=0`` keeps every call on the torch-ops path.
+the ``ascend_aclnn`` setting (``PADLOSS_ASCEND_ACLNN=0``) keeps every call on
+the torch-ops path.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import torch
 
+from padloss.config import current as settings
 from padloss.errors import BackendError
 from padloss.problem import Problem
 
@@ -26,7 +28,6 @@ from .torch_buffers import on_stream
 
 OP = "circular_pad2d_backward"
 OP_LIBRARY = "libopapi.so"
-SWITCH = "PADLOSS_ASCEND_ACLNN"
 # The fused kernel holds a padded row on chip: W' must stay below these (spec).
 WIDTH_LIMIT = {"float16": 16362, "bfloat16": 16362, "float32": 24544}
 ACL_DTYPE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 27}   # aclDataType
@@ -60,11 +61,14 @@ def typed(lib: Any) -> Any:
     return lib
 
 
-@functools.cache
 def op_library() -> Any | None:
-    """CANN's op-API library, typed, or None: switched off, not found, or without the op."""
-    if os.environ.get(SWITCH) == "0":
-        return None
+    """CANN's op-API library, typed, or None: switched off (the ``ascend_aclnn``
+    setting), not found, or without the op."""
+    return _load_op_library() if settings.ascend_aclnn else None
+
+
+@functools.cache
+def _load_op_library() -> Any | None:
     for path in library_candidates():
         try:
             lib = ctypes.CDLL(path)

@@ -5,11 +5,13 @@ change to a helper it inlines (convert.py, say) would silently reuse old
 machine code. padloss therefore registers its own cache locator, used for the
 kernels of this package and nothing else:
 
-- directory: ``$PADLOSS_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/padloss``
-  (``~/.cache/padloss``), in a sub-folder per padloss and Numba version;
+- directory: the ``cache_dir`` setting (``PADLOSS_CACHE_DIR``) if set, else
+  ``$XDG_CACHE_HOME/padloss`` (``~/.cache/padloss``), in a sub-folder per
+  padloss and Numba version;
 - freshness: a hash of every source file of this package, so editing any of
   them recompiles every kernel once;
-- opt-out: ``PADLOSS_NUMBA_CACHE=0`` compiles in memory only.
+- opt-out: the ``numba_cache`` setting (``PADLOSS_NUMBA_CACHE=0``) compiles in
+  memory only; the kernels read it when this backend loads.
 
 Parallel kernels are cached too: the thread count is a run-time argument of
 every kernel (never read inside one), and the tests run cached kernels at 1
@@ -25,15 +27,17 @@ from pathlib import Path
 import numba
 from numba.core import caching
 
+from padloss.config import current as settings
+
 PACKAGE_DIR = Path(__file__).resolve().parent
-ENABLED = os.environ.get("PADLOSS_NUMBA_CACHE", "1") != "0"
+ENABLED = settings.numba_cache   # what the kernels, decorated when this backend loads, use
 
 
 def cache_dir() -> Path:
     """The folder compiled kernels are written to (created on first use)."""
     from padloss import __version__
 
-    root = os.environ.get("PADLOSS_CACHE_DIR")
+    root = settings.cache_dir
     if not root:
         root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "padloss")
     return Path(root) / f"padloss-{__version__}-numba-{numba.__version__}"
