@@ -26,9 +26,6 @@ from .problem import Problem
 
 MAX_SIGNATURES = 1024
 _make_tensor = Tensor._make
-# The C function under NumPy's __array_function__ dispatch (1.7x faster): the
-# arguments here are plain ndarrays, which that dispatch would hand to it anyway.
-_may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
 
 
 class Known:
@@ -86,7 +83,7 @@ class ValidatedCalls:
         if not out.flags.writeable:
             raise invalid_argument(self.op, names[-1], "is read-only; the output must be writable")
         for b in inputs:
-            if _may_share_memory(out, b):
+            if np.may_share_memory(out, b):
                 check_output_overlap(self.op, names, as_tensors(known.problem, buffers))   # names the input
         return known
 

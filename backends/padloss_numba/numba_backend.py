@@ -29,11 +29,13 @@ def _start_threads() -> None:
 
 
 def _thread_count_reader():
-    """numba.get_num_threads() takes two locks a call (0.7 us); after it has
-    started the threads once, Numba's own lock-free reader gives the same
-    (per-thread) value."""
+    """numba.get_num_threads() takes two locks a call (0.75 us, 17% of a tiny
+    call, which reads it once); after it has started the threads once, Numba's
+    private lock-free reader gives the same (per-thread) value in 0.14 us. No
+    fallback: if Numba drops the name, importing this backend fails, and
+    test_engine's test of the reader names it."""
     _start_threads()
-    return getattr(numba.np.ufunc.parallel, "_get_num_threads", numba.get_num_threads)
+    return numba.np.ufunc.parallel._get_num_threads
 
 
 thread_count = _thread_count_reader()
