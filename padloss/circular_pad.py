@@ -1,6 +1,6 @@
 """circular_pad2d_backward: phase 1 (validation, Problem, plan) and the public calls.
 
-Implements every rule of spec/circular_pad2d_backward.md. All checks run before
+Implements every rule of docs/circular_pad2d_backward.md. All checks run before
 a backend is asked for anything, so an invalid call raises with nothing written.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """l1_loss_backward: phase 1 (validation, promotion, Problem, plan) and the public calls.
 
-Implements every rule of spec/l1_loss_backward.md. The three inputs broadcast
+Implements every rule of docs/l1_loss_backward.md. The three inputs broadcast
 to the shape B of the output; their dtypes promote to P by dtype alone (a 0-d
 tensor keeps its priority, f16 + bf16 gives f32, integers and bools follow the
 float). All checks run before a backend is asked for anything, so an invalid

@@ -5,7 +5,7 @@ This module is the bit-exact oracle that the fast kernels are checked against
 kernels: it imports only numpy, ml_dtypes and the standard library, and every
 rounding step is spelled out with exact float64 arithmetic instead of bit tricks.
 
-Contracts: shared/spec/circular_pad2d_backward.md and shared/spec/l1_loss_backward.md.
+Contracts: docs/circular_pad2d_backward.md and docs/l1_loss_backward.md.
 
 Public API
 ----------

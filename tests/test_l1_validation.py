@@ -1,4 +1,4 @@
-"""Every rule of spec/l1_loss_backward.md: the aclnn status code, a message that
+"""Every rule of docs/l1_loss_backward.md: the aclnn status code, a message that
 names the argument and the rule, and a pre-filled output left untouched."""
 from __future__ import annotations
 

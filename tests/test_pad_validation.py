@@ -1,4 +1,4 @@
-"""Every rule of spec/circular_pad2d_backward.md: the aclnn status code, a message that
+"""Every rule of docs/circular_pad2d_backward.md: the aclnn status code, a message that
 names the argument and the rule, and a pre-filled output left untouched."""
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The Ascend backend's fallback when torch_npu lacks the native op, and the
 ``torch`` backend's L1 on any device. The numerics are the spec's
-(spec/l1_loss_backward.md), not PyTorch's: integer and bool inputs become the
+(docs/l1_loss_backward.md), not PyTorch's: integer and bool inputs become the
 promoted dtype P with one rounding, the product is formed in the compute type
 (float32, float64 for the CPU extension), ``sign(self - target)`` is 0 for
 equal or NaN inputs, "mean" multiplies by ``1 / d0 / d1 / ...`` divided one

@@ -4,7 +4,7 @@ torch's casts from float32 round once to nearest, ties to even. Two cases need
 their own few lines:
 
 - The circular-pad backward rounds ties away from zero (CANN's ``CAST_ROUND``,
-  spec/circular_pad2d_backward.md). :func:`pad_final_round` is the one place
+  docs/circular_pad2d_backward.md). :func:`pad_final_round` is the one place
   that names the pad's rounding mode: if hardware shows ties to even, it
   becomes a plain cast there and nowhere else.
 - float64 -> float16/bfloat16 (and integer -> bfloat16) goes through float32
