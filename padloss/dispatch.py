@@ -44,7 +44,7 @@ MAX_CHOICES = 1024   # remembered selections; all are forgotten when full (cheap
 BUILTIN_BACKENDS: dict[str, tuple[str, str]] = {
     "numba": ("padloss_numba", "backend"),
     "ascend": ("padloss_ascend", "backend"),
-    "torch": ("padloss_ascend", "torch_backend"),
+    "torch": ("padloss_torch", "backend"),
 }
 
 

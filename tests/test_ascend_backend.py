@@ -25,8 +25,11 @@ from padloss import Status, reference  # noqa: E402
 from padloss.arrays import TensorMeta  # noqa: E402
 from padloss.dispatch import select_backend  # noqa: E402
 from padloss.problem import Problem  # noqa: E402
-from padloss_ascend import aclnn_pad, ascend_backend, availability, npu, torch_l1, torch_pad  # noqa: E402
-from padloss_ascend.torch_buffers import on_stream  # noqa: E402
+from padloss_ascend import aclnn_pad, ascend_backend, availability, npu  # noqa: E402
+from padloss_torch import l1 as torch_l1  # noqa: E402
+from padloss_torch import pad as torch_pad  # noqa: E402
+from padloss_torch.availability import torch_availability  # noqa: E402
+from padloss_torch.buffers import on_stream  # noqa: E402
 
 PAD = "circular_pad2d_backward"
 L1 = "l1_loss_backward"
@@ -90,7 +93,7 @@ def test_reason_no_device_or_available(monkeypatch, devices, expected):
 def test_a_blocked_module_counts_as_not_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_npu", None)
     assert not availability.importable("torch_npu")
-    assert availability.torch_availability() == (True, "")
+    assert torch_availability() == (True, "")
 
 
 # --- selection ------------------------------------------------------------------------------------

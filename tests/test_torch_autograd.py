@@ -391,7 +391,7 @@ def test_device_tensors_path_through_the_torch_backend(monkeypatch, dtype):
     on CPU tensors with the torch backend insisted on."""
     from padloss.torch import ops
 
-    from padloss_ascend.torch_backend import TorchBackend
+    from padloss_torch.backend import TorchBackend
 
     monkeypatch.setattr(ops, "_native", lambda op, name, t: t)
     compiled = []

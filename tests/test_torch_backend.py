@@ -1,4 +1,4 @@
-"""The ``torch`` backend (padloss_ascend's device-generic torch ops) on torch's CPU device.
+"""The ``torch`` backend (padloss_torch: the device-generic torch ops) on torch's CPU device.
 
 The same code serves NPU and CUDA tensors; here it is checked bit for bit against
 the NumPy model in padloss.reference, for both ops and every dtype, and it is
@@ -18,7 +18,7 @@ from padloss import reference  # noqa: E402
 from padloss.arrays import TensorMeta  # noqa: E402
 from padloss.dispatch import select_backend  # noqa: E402
 from padloss.problem import Problem  # noqa: E402
-from padloss_ascend.torch_rounding import round_half_away_from_zero, round_nearest_even  # noqa: E402
+from padloss_torch.rounding import round_half_away_from_zero, round_nearest_even  # noqa: E402
 from layouts import bits, with_layout  # noqa: E402
 from shared import pad_axis  # noqa: E402
 
@@ -71,7 +71,7 @@ def random_values(rng, shape, dtype: str, special: bool) -> np.ndarray:
 
 
 # Integers that double-round through float32 on their way to bfloat16 (one rounding
-# gives 2**30 + 2**23) and other edges; int64 stays below 2**53 (see torch_l1.as_float).
+# gives 2**30 + 2**23) and other edges; int64 stays below 2**53 (see padloss_torch.l1.as_float).
 INTEGER_EDGES = np.array([0, 1, -1, 2**24 + 1, 2**30 + 2**22 + 1, -(2**30 + 2**22 + 1), 2**31 - 1,
                           -2**31, 2**53 - 1, -(2**53 - 1)], dtype=np.int64)
 

@@ -23,8 +23,9 @@ from padloss.config import current as settings
 from padloss.errors import BackendError
 from padloss.problem import Problem
 
+from padloss_torch.buffers import on_stream
+
 from .availability import CANN_HOME_VARS
-from .torch_buffers import on_stream
 
 OP = "circular_pad2d_backward"
 OP_LIBRARY = "libopapi.so"

@@ -1,35 +1,22 @@
-"""Whether torch and the Ascend NPU can be used, found without importing them.
+"""Whether the Ascend NPU can be used, found without importing torch or torch_npu.
 
 padloss lists every backend (``padloss.available_backends()``) and picks one
-for each call; neither may pay for importing torch or torch_npu just to look.
+for each call; neither may pay for importing torch_npu just to look.
 So these checks read ``importlib.util.find_spec`` and ``sys.modules`` only: an
 NPU tensor can exist only after its owner imported torch_npu, so until then
 the Ascend backend is simply not needed, and the reason says so.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
+
+from padloss_torch.availability import importable
 
 INSTALL_HINT = "pip install 'padloss[ascend]'"
 # Set by CANN's set_env.sh; the runtime library torch_npu loads lives below them.
 CANN_HOME_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 CANN_RUNTIME_LIBRARY = "libascendcl.so"
-
-
-def importable(name: str) -> bool:
-    """Whether module ``name`` is imported or could be, without importing it
-    (``sys.modules[name] = None`` is the standard way to block a module)."""
-    if name in sys.modules:
-        return sys.modules[name] is not None
-    return importlib.util.find_spec(name) is not None
-
-
-def torch_availability() -> tuple[bool, str]:
-    if importable("torch"):
-        return True, ""
-    return False, "torch is not installed (pip install 'padloss[torch]')"
 
 
 def cann_runtime_dirs() -> list[str]:

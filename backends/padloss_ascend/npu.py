@@ -15,9 +15,12 @@ from padloss.errors import BackendError
 from padloss.l1_loss import promoted_dtype
 from padloss.problem import Problem
 
-from . import aclnn_pad, torch_l1, torch_pad
-from .torch_buffers import on_stream
-from .torch_l1 import as_float
+from padloss_torch import l1 as torch_l1
+from padloss_torch import pad as torch_pad
+from padloss_torch.buffers import on_stream
+from padloss_torch.l1 import as_float
+
+from . import aclnn_pad
 
 
 def circular_pad_plan(problem: Problem):

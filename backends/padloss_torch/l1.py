@@ -17,8 +17,8 @@ import torch
 from padloss.l1_loss import promoted_dtype
 from padloss.problem import Problem
 
-from .torch_buffers import as_torch, on_stream
-from .torch_rounding import round_nearest_even
+from .buffers import as_torch, on_stream
+from .rounding import round_nearest_even
 
 MEAN = 1   # the aclnn reduction code
 

@@ -15,8 +15,8 @@ import torch
 from padloss.geometry import CircularAxis, circular_axis
 from padloss.problem import Problem
 
-from .torch_buffers import as_torch, on_stream
-from .torch_rounding import pad_final_round
+from .buffers import as_torch, on_stream
+from .rounding import pad_final_round
 
 
 def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
