@@ -320,3 +320,102 @@ def first_result_s(runs: int = 3) -> float:
                               check=True)
         times.append(float(done.stdout))
     return statistics.median(times[1:])
+
+
+# ---------------------------------------------------------------------------
+# Through torch autograd: padloss.torch (torch's forward, padloss's backward)
+# against torch's own autograd, and a small model's training step patched vs not.
+
+AUTOGRAD_PADLOSS = "padloss.torch"
+PATCHED = "patched"
+UNPATCHED = "unpatched"
+STEP = "training step"
+STEP_BATCH = (8, 3, 64, 64)
+"""The training step's input (and target) shape: batch, channels, height, width."""
+STEP_MODEL = 'Conv2d(3, 8, 3) -> ReLU -> Conv2d(8, 3, 3), both padding=1, padding_mode="circular"'
+"""The training step's model; nn.L1Loss and SGD (lr 1e-3) train it."""
+
+
+def padloss_torch_missing() -> str | None:
+    """Why padloss.torch cannot be timed here, or None when it can (imports torch)."""
+    try:
+        import padloss.torch  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+def autograd_backward(w: Workload) -> dict[str, Callable[[], object]]:
+    """``w``'s forward built once through :mod:`padloss.torch` and once through
+    torch alone (the same leaf, the same gradient), and a callable per graph
+    that reruns its backward: ``y.backward(g, retain_graph=True)``, the leaf's
+    ``.grad`` reset to None first (as ``zero_grad()`` leaves it), so each call
+    is the backward and the gradient's assignment, never an accumulation.
+    padloss.torch first, torch's own autograd last; PadlossError where
+    padloss.torch refuses the case."""
+    import torch
+    import torch.nn.functional as F
+
+    import padloss.torch as pt
+
+    if isinstance(w, PadWorkload):
+        g = _as_torch(w.grad_output)
+        x = torch.zeros(w.out.shape, dtype=g.dtype, requires_grad=True)
+        graphs = {AUTOGRAD_PADLOSS: pt.circular_pad2d(x, w.padding),
+                  TORCH_AUTOGRAD: F.pad(x, w.padding, mode="circular")}
+    elif isinstance(w, L1Workload):
+        x = _as_torch(w.self_).clone().requires_grad_()
+        t, g = _as_torch(w.target), _as_torch(w.grad_output)   # g: 0-d for mean and sum
+        graphs = {AUTOGRAD_PADLOSS: pt.l1_loss(x, t, w.reduction),
+                  TORCH_AUTOGRAD: F.l1_loss(x, t, reduction=w.reduction)}
+    else:
+        raise TypeError(f"no autograd form for {type(w).__name__}")
+
+    def rerun(y):
+        def backward():
+            x.grad = None
+            y.backward(g, retain_graph=True)
+        return backward
+
+    return {name: rerun(y) for name, y in graphs.items()}
+
+
+def training_step(batch: tuple[int, ...] = STEP_BATCH) -> dict[str, Callable[[], object]]:
+    """One SGD step of the small model of :data:`STEP_MODEL` on a float32 batch:
+    zero_grad, forward, L1 loss, backward, step. Two copies of the same
+    initial model, each with its own optimizer: one steps inside
+    ``with padloss.torch.patch():`` (entered and left every call, a few
+    microseconds), the other unpatched. Under the patch padloss takes the
+    second conv's circular pad (the first one's input needs no gradient, so it
+    stays torch's) and the loss."""
+    import copy
+
+    import torch
+    from torch import nn
+
+    import padloss.torch as pt
+
+    with torch.random.fork_rng(devices=[]):   # leaves the caller's random state alone
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, padding_mode="circular"), nn.ReLU(),
+                              nn.Conv2d(8, 3, 3, padding=1, padding_mode="circular"))
+        x, target = torch.randn(batch), torch.randn(batch)
+    loss_fn = nn.L1Loss()
+
+    def stepper():
+        m = copy.deepcopy(model)
+        opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+
+        def step():
+            opt.zero_grad()
+            loss_fn(m(x), target).backward()
+            opt.step()
+        return step
+
+    plain, inner = stepper(), stepper()
+
+    def patched():
+        with pt.patch():
+            inner()
+
+    return {PATCHED: patched, UNPATCHED: plain}

@@ -286,6 +286,34 @@ def _latency(reduction: str, rounds: int, round_s: float) -> list[dict]:
     return rows
 
 
+def autograd_sizes(args: argparse.Namespace) -> list[str]:
+    """The sizes of the through-autograd rows: every size asked for; tiny alone with --quick
+    (torch's autograd takes seconds a call on the large pad)."""
+    return [s for s in args.sizes if s == "tiny" or not args.quick]
+
+
+def _autograd_rows(op: str, size: str | None, shape: tuple[int, ...], dtype: str,
+                   runs: dict[str, Callable[[], object]], args: argparse.Namespace) -> list[dict]:
+    """Time the candidates (padloss's first, torch's last) in interleaved rounds;
+    x torch is over the last one."""
+    calls = {name: benchmark.calls_per_round(fn, args.round_s) for name, fn in runs.items()}
+    timed = benchmark.interleaved({name: (fn, 0) for name, fn in runs.items()}, args.rounds, calls,
+                                  warmup=0)
+    peer = timed[list(timed)[-1]]
+    return [dict(op=op, size=size, shape=list(shape), dtype=dtype, impl=name, median_s=r.median_s,
+                 speedup_vs_torch=benchmark.speedup(r, peer), seconds=r.seconds) for name, r in timed.items()]
+
+
+def _autograd_backward(w: benchmark.Workload, size: str, dtype: str, args: argparse.Namespace,
+                       not_measured: dict[str, str]) -> list[dict]:
+    try:
+        runs = benchmark.autograd_backward(w)
+    except padloss.PadlossError as exc:
+        not_measured[f"{benchmark.AUTOGRAD_PADLOSS}, {w.label}, {size}, {dtype}"] = str(exc)
+        return []
+    return _autograd_rows(w.label, size, w.out.shape, dtype, runs, args)
+
+
 def _measure(args: argparse.Namespace, progress: Progress) -> dict:
     import numba
 
@@ -304,7 +332,13 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
         not_measured["pytorch"] = "not installed" if not benchmark.torch_installed() else "--no-torch"
     if "large" in args.sizes:
         not_measured[benchmark.REFERENCE] = "at large (a model, not a kernel: 0.2 to 2 s a call)"
-    results = []
+    through_autograd = torch is not None
+    if through_autograd:
+        missing = benchmark.padloss_torch_missing()
+        if missing is not None:
+            through_autograd = False
+            not_measured[benchmark.AUTOGRAD_PADLOSS] = missing
+    results, autograd = [], []
     for size in args.sizes:
         for dtype in args.dtypes:
             for op in ("pad", "l1"):
@@ -316,6 +350,13 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
                 calls = {name: benchmark.calls_per_round(fn, args.round_s) for name, (fn, _) in found.items()}
                 timed = benchmark.interleaved(found, rounds=args.rounds, calls=calls, warmup=0)
                 results += _rows(w, size, dtype, timed)
+                if through_autograd and size in autograd_sizes(args):
+                    progress.step(f"{op} through torch autograd, {size}, {dtype}")
+                    autograd += _autograd_backward(w, size, dtype, args, not_measured)
+    if through_autograd:
+        progress.step("training step, patched and not")
+        autograd += _autograd_rows(benchmark.STEP, None, benchmark.STEP_BATCH, "float32",
+                                   benchmark.training_step(), args)
     progress.step("latency of the tiny call")
     latency = _latency(args.reduction, args.rounds, args.round_s)
     progress.step("first result in a fresh process")
@@ -326,7 +367,7 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
                 threads=dict(numba=threads, torch=torch.get_num_threads() if torch else None),
                 torch_allocator=f"{THP_VAR}={os.environ[THP_VAR]}" if THP_VAR in os.environ else "default",
                 rounds=args.rounds, sizes={s: benchmark.SIZES[s] for s in args.sizes},
-                padding=benchmark.PADDING, dtypes=args.dtypes, results=results,
+                padding=benchmark.PADDING, dtypes=args.dtypes, results=results, autograd=autograd,
                 not_measured=not_measured, latency=latency, first_result_s=first)
 
 
@@ -342,6 +383,33 @@ def _cells(row: dict | None) -> list[str]:
     speedup = row["speedup_vs_torch"]
     return [_time(row["median_s"]), f"{row['gbps']:.2f}", f"{row['ratio_to_ceiling']:.2f}",
             "-" if speedup is None else f"{speedup:.1f}"]
+
+
+def _autograd_report(rows: list[dict]) -> list[str]:
+    """The through-autograd rows, one line per case: padloss's time, torch's, x torch."""
+    if not rows:
+        return []
+    cases: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cases.setdefault((r["op"], r["size"], r["dtype"]), []).append(r)
+    table = []
+    for (op, size, dtype), (ours, *_, theirs) in cases.items():
+        table.append([op, size or str(tuple(ours["shape"])), dtype, _time(ours["median_s"]),
+                      _time(theirs["median_s"]), f"{ours['speedup_vs_torch']:.1f}"])
+    header = ["through torch autograd", "size", "dtype", benchmark.AUTOGRAD_PADLOSS, "torch", "x torch"]
+    return ["", "through torch autograd, in interleaved rounds of their own. A backward: y.backward(g, "
+            "retain_graph=True)",
+            "  on one graph built once by padloss.torch.circular_pad2d / l1_loss (torch's forward, padloss's "
+            "backward)",
+            "  or by F.pad / F.l1_loss, the leaf's .grad reset to None before each call (as zero_grad() "
+            "leaves it).",
+            f"  {benchmark.STEP}: {benchmark.STEP_MODEL},",
+            f"  nn.L1Loss and SGD, batch {tuple(benchmark.STEP_BATCH)} float32: zero_grad, forward, loss, "
+            "backward, step, inside",
+            f"  `with padloss.torch.patch():` ({benchmark.AUTOGRAD_PADLOSS} column) or unpatched "
+            "(torch column).",
+            "  x torch: torch's time / padloss's, median of per-round ratios.",
+            "", _table(header, table, {3, 4, 5})]
 
 
 def format_report(report: dict) -> str:
@@ -396,6 +464,7 @@ def format_report(report: dict) -> str:
     if native:
         lines += ["", f"speedup over {benchmark.TORCH_NATIVE} at {largest}:"]
         lines += [f"  {impl}: {', '.join(cells)}" for impl, cells in native.items()]
+    lines += _autograd_report(report["autograd"])
     if report["not_measured"]:
         lines += ["", "not measured:"] + [f"  {name}: {why}" for name, why in report["not_measured"].items()]
     lines += ["", "tiny float32 call, automatic backend (interleaved rounds):"]
@@ -450,7 +519,7 @@ def bench(args: argparse.Namespace) -> int:
     args.dtypes = args.dtypes or list(benchmark.DTYPES)
     args.rounds = args.rounds or 7
     args.round_s = 0.005 if args.quick else 0.02
-    groups = len(args.sizes) * len(args.dtypes) * 2 + 2
+    groups = (len(args.sizes) + len(autograd_sizes(args))) * len(args.dtypes) * 2 + 3
     progress = Progress(groups)
     try:
         report = _measure(args, progress)

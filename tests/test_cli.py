@@ -129,6 +129,45 @@ def test_bench_table_puts_the_ops_side_by_side(report):
     assert any(line.startswith("first result in a fresh process") for line in lines)
 
 
+def test_bench_json_times_the_torch_autograd_path_and_a_training_step(report):
+    if not benchmark.torch_installed():
+        assert report["autograd"] == []
+        return
+    pairs = [(op, "tiny", [*benchmark.SIZES["tiny"]], (benchmark.AUTOGRAD_PADLOSS, benchmark.TORCH_AUTOGRAD))
+             for op in OPS]
+    pairs += [(benchmark.STEP, None, [*benchmark.STEP_BATCH], (benchmark.PATCHED, benchmark.UNPATCHED))]
+    rows = report["autograd"]
+    assert [(r["op"], r["size"], r["shape"], r["dtype"], r["impl"]) for r in rows] == \
+        [(op, size, shape, "float32", impl) for op, size, shape, impls in pairs for impl in impls]
+    for ours, peer in zip(rows[::2], rows[1::2]):
+        assert ours["median_s"] > 0 and ours["speedup_vs_torch"] > 0 and len(ours["seconds"]) == 1
+        assert peer["median_s"] > 0 and peer["speedup_vs_torch"] == pytest.approx(1)
+
+
+def test_bench_table_lists_the_torch_autograd_rows(report):
+    lines = cli.format_report(report).splitlines()
+    header = ["through", "torch", "autograd", "size"]
+    found = [i for i, line in enumerate(lines) if line.split()[:4] == header]
+    if not benchmark.torch_installed():
+        assert found == []
+        return
+    top, = found
+    assert lines[top].split()[4:] == ["dtype", benchmark.AUTOGRAD_PADLOSS, "torch", "x", "torch"]
+    rows = lines[top + 1:lines.index("", top)]
+    assert [row[:len(op)] for row, op in zip(rows, [*OPS, benchmark.STEP])] == [*OPS, benchmark.STEP]
+    assert len(rows) == 3 and rows[0].split()[1:3] == ["tiny", "float32"]
+
+
+def test_bench_autograd_rows_are_tiny_only_with_quick():
+    def sizes(*argv):
+        return cli.autograd_sizes(cli.parser().parse_args(["bench", *argv]))
+
+    assert sizes("--quick") == ["tiny"]
+    assert sizes("--quick", "--sizes", "large") == []
+    assert sizes() == list(benchmark.SIZES)
+    assert sizes("--sizes", "large", "tiny") == ["large", "tiny"]
+
+
 def test_bench_plot_needs_matplotlib(monkeypatch, capsys):
     find_spec = cli.importlib.util.find_spec
     monkeypatch.setattr(cli.importlib.util, "find_spec",
