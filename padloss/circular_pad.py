@@ -14,10 +14,10 @@ from .executor import Executor, check_output_overlap, make_executor, run_once
 from .geometry import axis_rule_violation
 from .memo import ValidatedCalls, as_tensors, new_output
 from .problem import Problem
+from .rules import FLOATS as DTYPES
 
 OP = "circular_pad2d_backward"
 BUFFERS = ("grad_output", "grad_input")
-DTYPES = ("float16", "bfloat16", "float32", "float64")  # float64: CPU extension
 
 
 _validated = ValidatedCalls(OP)        # calls given their output

@@ -18,35 +18,14 @@ from .errors import invalid_argument, null_argument
 from .executor import Executor, check_output_overlap, make_executor, run_once
 from .memo import ValidatedCalls, as_tensors, new_output
 from .problem import Problem
+from .rules import FLOATS, INTEGERS, promoted_dtype
 
 OP = "l1_loss_backward"
 BUFFERS = ("grad_output", "self", "target", "grad_input")
 INPUTS = BUFFERS[:-1]
 ONE_SHOT_NAMES = INPUTS + ("out",)   # the output is called out in the one-shot call
-FLOATS = ("float16", "bfloat16", "float32", "float64")   # float64: CPU extension
-INTEGERS = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 MAX_RANK = 8
-
-
-def promoted_dtype(dtypes: Iterable[str]) -> str | None:
-    """P, the spec's dtype-only promotion; None when no dtype is a float (P undefined).
-
-    Equal floats keep their type, float64 wins over any other float, and two
-    different formats among float16/bfloat16/float32 give float32 (so float16 +
-    bfloat16 is float32). Integer and bool dtypes never change the result.
-    """
-    result = None
-    for dtype in dtypes:
-        if dtype not in FLOATS or dtype == result:
-            continue
-        if result is None:
-            result = dtype
-        elif "float64" in (result, dtype):
-            result = "float64"
-        else:
-            result = "float32"
-    return result
 
 
 def reduction_code(reduction: Any) -> int:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from . import rules
+
 __all__ = [
     "circular_pad2d_forward",
     "circular_pad2d_backward",
@@ -138,11 +140,11 @@ def round_half_away_from_zero(x, dtype) -> np.ndarray:
 
 
 def pad_final_round(acc: np.ndarray, dtype) -> np.ndarray:
-    """The final cast of circular_pad2d_backward: float32 accumulator -> storage dtype.
-
-    Spec: Ascend CAST_ROUND = round half away from zero.  UNCONFIRMED on hardware; if a
-    device shows round-to-nearest-even, change this one line to ``round_half_to_even``.
-    """
+    """The final cast of circular_pad2d_backward: float32 accumulator -> storage dtype,
+    in the mode ``padloss.rules.PAD_FINAL_ROUNDING`` names (CANN's CAST_ROUND, half
+    away from zero; unconfirmed on hardware)."""
+    if rules.PAD_FINAL_ROUNDING == "half_to_even":
+        return round_half_to_even(acc, dtype)
     return round_half_away_from_zero(acc, dtype)
 
 
@@ -319,13 +321,9 @@ def compute_dtype_for(dtype) -> np.dtype:
 
 def mean_coefficient(shape, compute_dtype):
     """1.0 / d0 / d1 / ... / dk, one division per dim of ``shape``, in ``compute_dtype``
-    (each dim converted to compute_dtype with round-to-nearest-even). 1.0 for a 0-d shape."""
-    ct = np.dtype(compute_dtype).type
-    coef = ct(1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for d in shape:
-            coef = ct(coef / ct(int(d)))
-    return coef
+    (each dim converted to compute_dtype with round-to-nearest-even). 1.0 for a 0-d shape.
+    The rule is padloss.rules.mean_coefficient, which every backend uses too."""
+    return rules.mean_coefficient(shape, np.dtype(compute_dtype).name)
 
 
 def _round_int_to_significand(n: int, bits: int) -> int:

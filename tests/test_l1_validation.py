@@ -9,7 +9,7 @@ import pytest
 import padloss
 from shared import assert_refused
 from padloss import Status
-from padloss.l1_loss import promoted_dtype
+from padloss.rules import promoted_dtype
 
 F32 = np.float32
 

@@ -427,3 +427,25 @@ def test_l1_float16_against_torch():
     ours = ref.l1_loss_backward(np.array(1.5, np.float16), s, t, "mean")
     assert ours.dtype == np.float16
     np.testing.assert_allclose(ours.astype(np.float32), st.grad.numpy().astype(np.float32), rtol=2e-3)
+
+
+def test_the_pad_rounding_mode_has_one_owner(monkeypatch):
+    """padloss.rules.PAD_FINAL_ROUNDING decides every implementation's final cast: the
+    reference and the torch backend read it per call, the Numba kernel when compiled
+    (its compile cache hashes rules.py)."""
+    import padloss_numba.disk_cache as disk_cache
+    from padloss import rules
+    from padloss_numba import convert, pad_kernel
+
+    assert rules.PAD_FINAL_ROUNDING == "half_away_from_zero"
+    assert pad_kernel.final_round is convert.store_half_away
+    assert disk_cache.RULES_FILE.name == "rules.py"
+    tie = np.array([2049.0], np.float32)          # halfway between float16 2048 and 2050
+    assert ref.pad_final_round(tie, np.float16)[0] == 2050
+    monkeypatch.setattr(rules, "PAD_FINAL_ROUNDING", "half_to_even")
+    assert ref.pad_final_round(tie, np.float16)[0] == 2048
+    from padloss_torch.rounding import pad_final_round
+
+    assert pad_final_round(torch.tensor([2049.0]), torch.float16).item() == 2048
+    monkeypatch.setattr(rules, "PAD_FINAL_ROUNDING", "half_away_from_zero")
+    assert pad_final_round(torch.tensor([2049.0]), torch.float16).item() == 2050

@@ -10,12 +10,12 @@ from __future__ import annotations
 import importlib
 
 from padloss.backend import Backend
+from padloss import rules
 from padloss.problem import Problem
 
 from .availability import ascend_availability
 
 OPS = frozenset({"circular_pad2d_backward", "l1_loss_backward"})
-NPU_DTYPES = frozenset({"float16", "bfloat16", "float32"})
 
 
 class AscendBackend(Backend):
@@ -31,8 +31,10 @@ class AscendBackend(Backend):
             return f"computes on NPU tensors only, the data is on {problem.device}"
         if problem.op not in OPS:
             return f"does not implement {problem.op}"
-        if "float64" in (t.dtype for t in problem.tensors):
-            return "float64 is a CPU extension; the Ascend kernels take float16, bfloat16 and float32"
+        for t in problem.tensors:
+            if t.dtype in rules.FLOATS and t.dtype not in rules.NPU_FLOATS:
+                return (f"{t.dtype} is a CPU extension; the Ascend kernels take "
+                        f"{', '.join(rules.NPU_FLOATS[:-1])} and {rules.NPU_FLOATS[-1]}")
         return None
 
     def compile(self, problem: Problem):

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from padloss.errors import BackendError
-from padloss.l1_loss import promoted_dtype
+from padloss.rules import promoted_dtype
 from padloss.problem import Problem
 
 from padloss_torch import l1 as torch_l1

@@ -5,8 +5,9 @@ and are widened/narrowed here, one element at a time, in code that LLVM can inli
 vectorize (no Python objects, branchless selects).
 
 Kernels call ``load(kind, x)``, ``store_nearest_even(kind, v)`` and ``store_half_away(kind, v)``
-with ``kind`` a compile-time integer literal (after ``numba.literally(kind)``); the choice of
-conversion is made while typing, so no branch on ``kind`` is left at run time.
+with ``kind`` a compile-time integer literal (a closure constant of the kernel; the Python entry
+points below use ``numba.literally``); the choice of conversion is made while typing, so no
+branch on ``kind`` is left at run time.
 
 Rounding: ``store_nearest_even`` is IEEE round-to-nearest-even from the value's own precision
 (float64 inputs are rounded once, never float64 -> float32 -> float16). ``store_half_away`` is

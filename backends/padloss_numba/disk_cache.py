@@ -8,7 +8,8 @@ kernels of this package and nothing else:
 - directory: the ``cache_dir`` setting (``PADLOSS_CACHE_DIR``) if set, else
   ``$XDG_CACHE_HOME/padloss`` (``~/.cache/padloss``), in a sub-folder per
   padloss and Numba version;
-- freshness: a hash of every source file of this package, so editing any of
+- freshness: a hash of every source file of this package and of
+  ``padloss/rules.py`` (the kernels read its rounding mode), so editing any of
   them recompiles every kernel once;
 - opt-out: the ``numba_cache`` setting (``PADLOSS_NUMBA_CACHE=0``) compiles in
   memory only; the kernels read it when this backend loads.
@@ -27,9 +28,11 @@ from pathlib import Path
 import numba
 from numba.core import caching
 
+from padloss import rules
 from padloss.config import current as settings
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+RULES_FILE = Path(rules.__file__).resolve()
 ENABLED = settings.numba_cache   # what the kernels, decorated when this backend loads, use
 
 
@@ -45,9 +48,10 @@ def cache_dir() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def source_stamp() -> str:
-    """Hash of every .py file of this package: any edit invalidates all kernels."""
+    """Hash of every .py file of this package and of padloss/rules.py: any edit
+    invalidates all kernels."""
     digest = hashlib.sha256()
-    for path in sorted(PACKAGE_DIR.glob("*.py")):
+    for path in sorted(PACKAGE_DIR.glob("*.py")) + [RULES_FILE]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from padloss.arrays import TensorMeta
-from padloss.l1_loss import FLOATS, promoted_dtype
+from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtype
 from padloss.problem import Problem
 
 from .convert import STORAGE_CODE, STORAGE_VIEW
@@ -67,14 +67,6 @@ def coalesce(shape: tuple[int, ...], strides: list[tuple[int, ...]], bases: list
         for o, s in zip(out_strides, strides):
             o.append(s[k])
     return tuple(out_shape), tuple(tuple(o) for o in out_strides), tuple(bases)
-
-
-def mean_coefficient(shape: tuple[int, ...], compute: type) -> np.floating:
-    """1 / d0 / d1 / ... in ``compute``, one division per dim of B (spec: not 1 / numel)."""
-    coef = compute(1.0)
-    for n in shape:
-        coef = compute(coef / compute(n))
-    return coef
 
 
 def storage_kind(dtype: str) -> int:
@@ -148,7 +140,7 @@ class L1LossBackwardPlan:
         metas = problem.tensors
         shape = problem.output.shape
         promoted = promoted_dtype(m.dtype for m in metas[:-1])
-        compute = np.float64 if promoted == "float64" else np.float32
+        compute = np.dtype(compute_dtype(promoted)).type
         # element 0's offset from each tensor's lowest address (negative strides start high)
         bases = [sum((n - 1) * -s for n, s in zip(m.shape, m.strides) if s < 0) for m in metas]
         strides = [broadcast_strides(m, shape) for m in metas]
@@ -157,7 +149,7 @@ class L1LossBackwardPlan:
         pad = RANK - len(loop_shape)
         dims = (1,) * pad + loop_shape
         steps = sum(((0,) * pad + s for s in loop_strides), ())
-        coef = mean_coefficient(shape, compute) if reduction == 1 else compute(1.0)
+        coef = mean_coefficient(shape, compute_dtype(promoted)) if reduction == 1 else compute(1.0)
         self._flatten = tuple(_flattener(m) for m in metas)
         self._parallel = problem.output.size >= PARALLEL_MIN_ELEMENTS
         chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1

@@ -12,6 +12,7 @@ import sys
 import numba
 
 from padloss.backend import Backend
+from padloss import rules
 from padloss.problem import Problem
 
 from .l1_plan import compile_l1_loss_backward
@@ -44,10 +45,9 @@ COMPILERS = {
     "circular_pad2d_backward": compile_circular_pad2d_backward,
     "l1_loss_backward": compile_l1_loss_backward,
 }
-DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+DTYPES = frozenset(rules.FLOATS)
 # Integer and bool inputs (l1_loss_backward converts them to the promoted float in the kernel).
-INPUT_ONLY_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64",
-                               "uint8", "uint16", "uint32", "uint64"})
+INPUT_ONLY_DTYPES = frozenset(rules.INTEGERS)
 
 
 class NumbaBackend(Backend):

@@ -9,7 +9,7 @@ the bits do not depend on the thread count. In the spec's order:
    partner (nearly all of them) skip the buffer and read gradOutput directly:
    a plain copy with conversion;
 2. columns: ``(centre + left_wrap) + right_wrap``, then one rounding to the
-   storage dtype (``final_round``: half away from zero, CANN's CAST_ROUND).
+   storage dtype (``final_round``: padloss.rules.PAD_FINAL_ROUNDING, CANN's CAST_ROUND).
 
 Terms that do not exist are skipped, never added as zero (so -0.0 survives).
 Loops index 2-D planes with (row, unsigned column) pairs: Numba then skips
@@ -18,7 +18,7 @@ that it vectorises. Kernels are compiled without Numba's reference-counting
 runtime (``_nrt=False``): with it, every view handed to an inlined helper paid
 atomic reference-count updates, ~50 ns a row, which dominated small tensors.
 So the kernel allocates nothing; its row buffers come from the caller's
-workspace (``workspace_rows`` of them, ``W'`` elements each).
+workspace (one per chunk of rows, ``W'`` elements each, as pad_plan sizes it).
 
 ``make_kernel(kind, parallel)`` instantiates the source for one storage kind
 (float16/bfloat16 arrive as uint16 bits) and one threading mode; ``kind`` and
@@ -30,12 +30,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .convert import F32, F64, load, store_half_away
+from padloss import rules
+
+from .convert import F32, F64, load, store_half_away, store_nearest_even
 from .disk_cache import ENABLED as CACHE
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
-# hardware: a finding there is a change of this one line (and reference.pad_final_round).
-final_round = store_half_away
+# hardware: padloss.rules.PAD_FINAL_ROUNDING names it (disk_cache hashes rules.py too).
+final_round = {"half_away_from_zero": store_half_away,
+               "half_to_even": store_nearest_even}[rules.PAD_FINAL_ROUNDING]
 
 
 @njit(inline="always")

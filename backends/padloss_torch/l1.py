@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from padloss.l1_loss import promoted_dtype
+from padloss import rules
+from padloss.rules import promoted_dtype
 from padloss.problem import Problem
 
 from .buffers import as_torch, on_stream
@@ -24,16 +25,13 @@ MEAN = 1   # the aclnn reduction code
 
 
 def compute_dtype(promoted: torch.dtype) -> torch.dtype:
-    return torch.float64 if promoted == torch.float64 else torch.float32
+    return getattr(torch, rules.compute_dtype(str(promoted).removeprefix("torch.")))
 
 
 def mean_coefficient(shape: tuple[int, ...], compute: torch.dtype) -> float:
-    """``1 / d0 / d1 / ... / dk`` in the compute type, one division per dim (1 for 0-d)."""
-    scalar = np.float64 if compute == torch.float64 else np.float32
-    coef = scalar(1.0)
-    for d in shape:
-        coef = scalar(coef / scalar(d))
-    return float(coef)
+    """rules.mean_coefficient in the compute type, as a Python float (exact: the
+    compute type's value widened)."""
+    return float(rules.mean_coefficient(shape, str(compute).removeprefix("torch.")))
 
 
 def as_float(x: torch.Tensor, promoted: torch.dtype) -> torch.Tensor:

@@ -4,15 +4,16 @@ torch's casts from float32 round once to nearest, ties to even. Two cases need
 their own few lines:
 
 - The circular-pad backward rounds ties away from zero (CANN's ``CAST_ROUND``,
-  docs/circular_pad2d_backward.md). :func:`pad_final_round` is the one place
-  that names the pad's rounding mode: if hardware shows ties to even, it
-  becomes a plain cast there and nowhere else.
+  docs/circular_pad2d_backward.md), or as ``padloss.rules.PAD_FINAL_ROUNDING``
+  says: :func:`pad_final_round` follows it.
 - float64 -> float16/bfloat16 (and integer -> bfloat16) goes through float32
   inside torch, rounding twice; :func:`round_nearest_even` rounds once.
 """
 from __future__ import annotations
 
 import torch
+
+from padloss import rules
 
 
 def round_half_away_from_zero(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -35,11 +36,14 @@ def round_half_away_from_zero(x: torch.Tensor, dtype: torch.dtype) -> torch.Tens
 def pad_final_round(total: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The circular pad's one rounding of its float32 sums to the storage ``dtype``.
 
-    Ascend's CAST_ROUND, half away from zero (unconfirmed on hardware). Sums already
-    in ``dtype`` (float32, float64, or a plain copy) pass through.
+    The mode is ``padloss.rules.PAD_FINAL_ROUNDING`` (CANN's CAST_ROUND, half away
+    from zero; unconfirmed on hardware). Sums already in ``dtype`` (float32,
+    float64, or a plain copy) pass through.
     """
     if total.dtype == dtype:
         return total
+    if rules.PAD_FINAL_ROUNDING == "half_to_even":
+        return total.to(dtype)
     return round_half_away_from_zero(total, dtype)
 
 
