@@ -32,7 +32,7 @@ def _padloss_torch():
     try:
         import padloss.torch as pt
     except ImportError as exc:
-        raise NotImplementedError(f"this commit has no padloss.torch ({exc})")
+        raise NotImplementedError(f"this commit has no padloss.torch ({exc})") from exc
     if not all(hasattr(pt, name) for name in ("circular_pad2d", "l1_loss", "patch")):
         raise NotImplementedError("this commit's padloss.torch lacks circular_pad2d, l1_loss or patch")
     return pt

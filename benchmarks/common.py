@@ -84,7 +84,7 @@ class Workload:
         try:
             run()
         except padloss.PadlossError as exc:
-            raise NotImplementedError(str(exc))
+            raise NotImplementedError(str(exc)) from exc
         return run
 
     def _torch_autograd(self):

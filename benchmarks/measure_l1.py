@@ -51,14 +51,15 @@ def measure(elements: int, row: int, rounds: int) -> dict:
             go, x, t = (rng.standard_normal(s, dtype=np.float32).astype(dt) for s in (gshape, xshape, tshape))
             out = np.empty(np.broadcast_shapes(gshape, xshape, tshape), dt)
             nbytes = go.nbytes + x.nbytes + t.nbytes + out.nbytes
-            call = lambda: padloss.l1_loss_backward(go, x, t, reduction, out=out)  # noqa: E731
+            def call(go=go, x=x, t=t, reduction=reduction, out=out):
+                return padloss.l1_loss_backward(go, x, t, reduction, out=out)
             t0 = time.perf_counter()
             call()
             first = time.perf_counter() - t0
             ceiling = make_stream(reads, out.nbytes // 4)      # float32 words moving out.nbytes each
             nt_ceiling = make_stream(reads, out.nbytes // 4, nontemporal=True)
-            as_torch = (lambda a: torch.from_numpy(a.view(np.int16)).view(tdt)) if out.itemsize == 2 \
-                else torch.from_numpy
+            as_torch = (lambda a, tdt=tdt: torch.from_numpy(a.view(np.int16)).view(tdt)) \
+                if out.itemsize == 2 else torch.from_numpy
             tx = as_torch(x).clone().requires_grad_()
             loss = torch.nn.functional.l1_loss(tx, as_torch(t).expand(tx.shape), reduction=reduction)
             tgo = as_torch(go)
@@ -66,7 +67,8 @@ def measure(elements: int, row: int, rounds: int) -> dict:
                 "padloss": (call, nbytes),
                 "ceiling": (ceiling, (reads + 1) * out.nbytes),
                 "nt ceiling": (nt_ceiling, (reads + 1) * out.nbytes),
-                "torch": (lambda: torch.autograd.grad(loss, tx, tgo, retain_graph=True), nbytes),
+                "torch": (lambda loss=loss, tx=tx, tgo=tgo: torch.autograd.grad(loss, tx, tgo,
+                                                                               retain_graph=True), nbytes),
             }, rounds=rounds, calls=3)
             rows.append(dict(dtype=name, case=case, first_call_s=first,
                              median_ms=res["padloss"].median_s * 1e3, gbps=res["padloss"].gbps,
@@ -105,7 +107,8 @@ def main():
               f"{'x ceil':>7} {'x nt':>6} {'torch ms':>9} {'x torch':>8}")
         for r in report["rows"]:
             print(f"{r['dtype']:9} {r['case']:11} {r['first_call_s']:8.3f} {r['median_ms']:7.2f} "
-                  f"{r['gbps']:6.1f} {r['ceiling_gbps']:9.1f} {r['ratio_to_ceiling']:7.2f} {r['ratio_to_nt_ceiling']:6.2f} "
+                  f"{r['gbps']:6.1f} {r['ceiling_gbps']:9.1f} {r['ratio_to_ceiling']:7.2f} "
+                  f"{r['ratio_to_nt_ceiling']:6.2f} "
                   f"{r['torch_ms']:9.1f} {r['speedup_vs_torch']:8.1f}")
         print(f"tiny (4, 8) float32 mean one-shot call: {report['tiny_call_us']:.2f} us\n")
 

@@ -91,7 +91,8 @@ def torch_cpu_view(op: str, name: str, t: Any) -> np.ndarray:
             return t.view(torch.int16).numpy().view(BFLOAT16)
         return t.numpy()
     except (TypeError, RuntimeError) as exc:
-        raise invalid_argument(op, name, f"cannot view this tensor's memory without a copy ({exc})")
+        raise invalid_argument(op, name, f"cannot view this tensor's memory without a copy ({exc})") \
+            from exc
 
 
 def as_tensor(op: str, name: str, obj: Any, *, writable: bool = False) -> Tensor:
@@ -111,7 +112,7 @@ def as_tensor(op: str, name: str, obj: Any, *, writable: bool = False) -> Tensor
         try:
             arr = np.from_dlpack(obj)
         except (TypeError, ValueError, RuntimeError, BufferError) as exc:
-            raise invalid_argument(op, name, f"a DLPack array must live in CPU memory ({exc})")
+            raise invalid_argument(op, name, f"a DLPack array must live in CPU memory ({exc})") from exc
     else:
         raise invalid_argument(op, name, f"must be a NumPy array, a torch tensor or a DLPack array, "
                                          f"not {type(obj).__name__}")

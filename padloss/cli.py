@@ -44,6 +44,7 @@ def _versions() -> str:
 def _numba_threads() -> tuple[str, int]:
     """(threading layer, thread count); the layer is only known after a parallel launch."""
     import numba
+
     from padloss_numba.stream import make_stream
 
     make_stream(1, 1)
@@ -438,7 +439,7 @@ def format_report(report: dict) -> str:
                   "torch's native", "  reflection_pad2d_backward on the same shapes."]
     lines += [""]
     header = ["size", "dtype", "implementation"]
-    for op in ops:
+    for _ in ops:
         header += ["|", "time", "GB/s", "x ceil", "x torch"]
     impls = list(dict.fromkeys(r["impl"] for r in report["results"]))
     rows, last = [], None

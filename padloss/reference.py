@@ -24,7 +24,6 @@ Inputs are never mutated; every result is a new array.
 
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 

@@ -146,7 +146,8 @@ def test_pad_falls_back_to_torch_ops_and_matches_reference(no_op_library):
     plan = ascend_backend.AscendBackend().compile(problem_on_npu(PAD, (go, gi), (2, 1, 2, 1)))
     assert isinstance(plan, torch_pad.TorchCircularPadPlan) and plan.workspace_size == 0
     plan.run((go, gi), None, None)
-    np.testing.assert_array_equal(gi.numpy(), reference.circular_pad2d_backward(values, gi.shape, (2, 1, 2, 1)))
+    np.testing.assert_array_equal(gi.numpy(),
+                                  reference.circular_pad2d_backward(values, gi.shape, (2, 1, 2, 1)))
 
 
 def test_l1_falls_back_to_torch_ops_when_torch_npu_lacks_the_op(monkeypatch):

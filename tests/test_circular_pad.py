@@ -3,7 +3,6 @@ the spec's worked example, the NumPy model in padloss.reference (bit-exact), and
 PyTorch autograd of F.pad(mode="circular") (tolerance)."""
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -11,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import padloss
-from padloss import reference
 from layouts import LAYOUTS, bits, with_layout
+from padloss import reference
 from shared import json_at_thread_counts, pad_axis
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32,
@@ -44,14 +43,16 @@ def test_two_phase_form_and_repeat_runs():
         ex.run(workspace=np.empty(35, np.uint8))
     assert np.isnan(gi).all()
     assert ex.run(workspace=np.empty(ws, np.uint8)) is gi
-    np.testing.assert_array_equal(bits(gi), bits(reference.circular_pad2d_backward(go, gi.shape, (2, 2, 1, 1))))
+    np.testing.assert_array_equal(bits(gi),
+                                  bits(reference.circular_pad2d_backward(go, gi.shape, (2, 2, 1, 1))))
     gi[...] = np.nan
     assert ex.run() is gi                  # workspace=None: allocated for the run
     expected = reference.circular_pad2d_backward(go, gi.shape, (2, 2, 1, 1))
     np.testing.assert_array_equal(bits(gi), bits(expected))
     go2 = rng.standard_normal(go.shape).astype(np.float32)
     ex.run(grad_output=go2)
-    np.testing.assert_array_equal(bits(gi), bits(reference.circular_pad2d_backward(go2, gi.shape, (2, 2, 1, 1))))
+    np.testing.assert_array_equal(bits(gi),
+                                  bits(reference.circular_pad2d_backward(go2, gi.shape, (2, 2, 1, 1))))
 
 
 @st.composite
@@ -122,7 +123,8 @@ def test_torch_tensors_zero_copy(dtype):
     as_int = torch.int16 if go.element_size() == 2 else torch.int32
     go_np = go.view(as_int).numpy().view(DTYPES[dtype])
     expected = reference.circular_pad2d_backward(go_np, tuple(x.shape), [2, 2, 1, 1])
-    np.testing.assert_array_equal(out.view(as_int).numpy(), bits(expected).view(np.dtype(f"i{go.element_size()}")))
+    np.testing.assert_array_equal(out.view(as_int).numpy(),
+                                  bits(expected).view(np.dtype(f"i{go.element_size()}")))
     allocated = padloss.circular_pad2d_backward(go, x, [2, 2, 1, 1])
     assert isinstance(allocated, torch.Tensor) and allocated.dtype == tdtype
     assert torch.equal(allocated, out)
@@ -134,7 +136,8 @@ def test_empty_batch():
         go, np.empty((0, 2, 4, 5), np.float32), [1, 1, 1, 1], np.empty((0, 2, 4, 5), np.float32))
     assert ws == 0
     assert ex.run().shape == (0, 2, 4, 5)
-    assert padloss.circular_pad2d_backward(go, np.empty((0, 2, 4, 5), np.float32), [1, 1, 1, 1]).shape == (0, 2, 4, 5)
+    empty = padloss.circular_pad2d_backward(go, np.empty((0, 2, 4, 5), np.float32), [1, 1, 1, 1])
+    assert empty.shape == (0, 2, 4, 5)
 
 
 _THREADS_SCRIPT = """

@@ -11,11 +11,10 @@ import sys
 
 import numpy as np
 import pytest
+from test_lazy_imports import HIDE_TORCH
 
 import padloss
 from padloss import benchmark, cli, reference
-
-from test_lazy_imports import HIDE_TORCH
 
 OPS = ("circular_pad2d_backward", "l1_loss_backward (mean)")
 

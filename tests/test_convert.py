@@ -18,8 +18,7 @@ import pytest
 from numba import njit, prange
 
 from padloss_numba import convert
-from padloss_numba.convert import (BF16, F16, F32, F64, load, store_exact, store_half_away,
-                                   store_nearest_even)
+from padloss_numba.convert import BF16, F16, F32, F64, load, store_exact, store_half_away, store_nearest_even
 
 # The oracles cast inf/NaN/out-of-range values on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")

@@ -3,7 +3,6 @@ hand-worked values, the NumPy model in padloss.reference (bit-exact), and
 PyTorch autograd of F.l1_loss (tolerance)."""
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -11,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import padloss
-from padloss import reference
-from shared import json_at_thread_counts
 from layouts import LAYOUTS, bits, output_at, with_layout
+from padloss import reference
 from padloss_numba.l1_kernel import RANK
 from padloss_numba.l1_plan import L1LossBackwardPlan, coalesce
+from shared import json_at_thread_counts
 
 # The oracles cast inf/NaN/out-of-range values on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
@@ -279,7 +278,10 @@ def test_matches_torch_autograd(case, dtype_tol, reduction, seed):
     if t.size:
         t.reshape(-1)[:: 3] = np.broadcast_to(x, B).reshape(-1)[0]  # a few equal elements
     g = rng.standard_normal(B if reduction == "none" else ()).astype(dtype)
-    as_torch = lambda a: torch.from_numpy(np.asarray(a, F64))
+
+    def as_torch(a):
+        return torch.from_numpy(np.asarray(a, F64))
+
     xt = as_torch(x).requires_grad_()
     torch.nn.functional.l1_loss(xt, as_torch(t).expand(B), reduction=reduction).backward(as_torch(g))
     ours = padloss.l1_loss_backward(g, x, t, reduction).astype(F64)
@@ -298,7 +300,10 @@ def test_torch_tensors_zero_copy(dtype):
     assert result is out
     as_int = torch.int16 if x.element_size() == 2 else torch.int32
     np_dtype = {"float16": F16, "bfloat16": BF16, "float32": F32}[dtype]
-    view = lambda a: a.contiguous().view(as_int).numpy().view(np_dtype)
+
+    def view(a):
+        return a.contiguous().view(as_int).numpy().view(np_dtype)
+
     expected = reference.l1_loss_backward(np.array(2.0, np_dtype), view(x), view(t), "mean")
     np.testing.assert_array_equal(view(out), expected)
     allocated = padloss.l1_loss_backward(torch.tensor(2.0, dtype=tdtype), x, t, "mean")

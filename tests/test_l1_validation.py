@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import padloss
-from shared import assert_refused
 from padloss import Status
 from padloss.rules import promoted_dtype
+from shared import assert_refused
 
 F32 = np.float32
 

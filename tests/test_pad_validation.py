@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import padloss
-from shared import assert_refused
 from padloss import Status
+from shared import assert_refused
 
 F32 = np.float32
 

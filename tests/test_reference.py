@@ -136,7 +136,8 @@ def test_against_torch_forward_and_autograd(shape, pad):
     g64 = g.astype(np.float64)
     xt64 = torch.tensor(x.astype(np.float64), requires_grad=True)
     F.pad(xt64, pad, mode="circular").backward(torch.tensor(g64))
-    np.testing.assert_allclose(ref.circular_pad2d_backward(g64, shape, pad), xt64.grad.numpy(), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(ref.circular_pad2d_backward(g64, shape, pad), xt64.grad.numpy(),
+                               rtol=1e-13, atol=1e-13)
 
 
 def test_negative_zero_single_term_preserved():

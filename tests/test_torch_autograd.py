@@ -18,8 +18,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import padloss  # noqa: E402
 import padloss.torch as pt  # noqa: E402
-from padloss import reference  # noqa: E402
 from layouts import bits  # noqa: E402
+from padloss import reference  # noqa: E402
 from shared import pad_axis  # noqa: E402
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -120,10 +120,11 @@ def test_double_backward_of_the_ops_themselves():
     x, t = rand((3, 4), torch.float64, 1), rand((4,), torch.float64, 2)
     for code, shape in ((0, (3, 4)), (1, ()), (2, (1, 4))):
         g = rand(shape, torch.float64, 3, requires_grad=True)
-        assert torch.autograd.gradcheck(lambda v: torch.ops.padloss.l1_loss_backward(v, x, t, code),
-                                        (g,))
-        assert torch.autograd.gradgradcheck(lambda v: torch.ops.padloss.l1_loss_backward(v, x, t, code),
-                                            (g,))
+        def op(v, code=code):
+            return torch.ops.padloss.l1_loss_backward(v, x, t, code)
+
+        assert torch.autograd.gradcheck(op, (g,))
+        assert torch.autograd.gradgradcheck(op, (g,))
 
 
 # --- gradients through autograd: padloss's bits, torch's values ------------------------
@@ -390,7 +391,6 @@ def test_device_tensors_path_through_the_torch_backend(monkeypatch, dtype):
     dispatcher sends them to the torch or ascend backend; here the same hand-over runs
     on CPU tensors with the torch backend insisted on."""
     from padloss.torch import ops
-
     from padloss_torch.backend import TorchBackend
 
     monkeypatch.setattr(ops, "_native", lambda op, name, t: t)

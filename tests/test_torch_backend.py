@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 import padloss  # noqa: E402
+from layouts import bits, with_layout  # noqa: E402
 from padloss import reference  # noqa: E402
 from padloss.arrays import TensorMeta  # noqa: E402
 from padloss.dispatch import select_backend  # noqa: E402
 from padloss.problem import Problem  # noqa: E402
 from padloss_torch.rounding import round_half_away_from_zero, round_nearest_even  # noqa: E402
-from layouts import bits, with_layout  # noqa: E402
 from shared import pad_axis  # noqa: E402
 
 NUMPY = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32,

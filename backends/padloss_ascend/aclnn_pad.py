@@ -22,7 +22,6 @@ import torch
 from padloss.config import current as settings
 from padloss.errors import BackendError
 from padloss.problem import Problem
-
 from padloss_torch.buffers import on_stream
 
 from .availability import CANN_HOME_VARS

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import importlib
 
-from padloss.backend import Backend
 from padloss import rules
+from padloss.backend import Backend
 from padloss.problem import Problem
 
 from .availability import ascend_availability

@@ -12,9 +12,8 @@ from typing import Any, Callable
 import torch
 
 from padloss.errors import BackendError
-from padloss.rules import promoted_dtype
 from padloss.problem import Problem
-
+from padloss.rules import promoted_dtype
 from padloss_torch import l1 as torch_l1
 from padloss_torch import pad as torch_pad
 from padloss_torch.buffers import on_stream

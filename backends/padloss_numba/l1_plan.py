@@ -20,8 +20,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from padloss.arrays import TensorMeta
-from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtype
 from padloss.problem import Problem
+from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtype
 
 from .convert import STORAGE_CODE, STORAGE_VIEW
 from .l1_kernel import INT, RANK, make_kernel

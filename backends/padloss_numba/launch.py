@@ -4,8 +4,8 @@ Numba's parallel regions are thread-safe under the ``omp`` and ``tbb``
 threading layers but not under ``workqueue`` (concurrent launches abort the
 process). The first launch runs under a lock and reads the layer (Numba picks
 it when its threads start, which the backend does when it loads); from then
-on launches are serialised only when the layer is ``workqueue``. Tiny problems run a serial twin of each kernel: a
-parallel region costs about 2 us to start.
+on launches are serialised only when the layer is ``workqueue``. Tiny problems
+run a serial twin of each kernel: a parallel region costs about 2 us to start.
 """
 from __future__ import annotations
 

@@ -11,12 +11,13 @@ import sys
 
 import numba
 
-from padloss.backend import Backend
 from padloss import rules
+from padloss.backend import Backend
 from padloss.problem import Problem
 
 from .l1_plan import compile_l1_loss_backward
 from .pad_plan import compile_circular_pad2d_backward
+
 
 def _start_threads() -> None:
     """Start Numba's thread pool, keeping torch's thread count: starting the omp
@@ -55,7 +56,7 @@ class NumbaBackend(Backend):
     priority = 100
     devices = frozenset({"cpu"})
 
-    @functools.cache
+    @functools.cache  # noqa: B019  (one instance, alive as long as the process)
     def availability(self) -> tuple[bool, str]:
         if importlib.util.find_spec("numba") is None:
             return False, "numba is not installed"

@@ -11,12 +11,11 @@ even, to grad_input's dtype. Broadcasting is torch's own, without copies.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from padloss import rules
-from padloss.rules import promoted_dtype
 from padloss.problem import Problem
+from padloss.rules import promoted_dtype
 
 from .buffers import as_torch, on_stream
 from .rounding import round_nearest_even

@@ -31,6 +31,7 @@ class RecordingBackend(Backend):
 
     def compile(self, problem):
         import numba
+
         from padloss_numba.numba_backend import COMPILERS
 
         compiled.append(problem)
