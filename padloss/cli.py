@@ -75,6 +75,9 @@ def info(args: argparse.Namespace) -> int:
     cache = padloss.plan_cache
     print(f"plan cache (this process): {cache.size} of {cache.max_size} plans, "
           f"{cache.hits} hits, {cache.misses} misses")
+    print("settings (padloss.config):")
+    for s in padloss.config.SETTINGS:
+        print(f"  {s.name:13} {getattr(padloss.config.current, s.name)!r:10} {s.variable}")
     return 0
 
 
@@ -554,7 +557,7 @@ def parser() -> argparse.ArgumentParser:
                                   "the main job: both ops timed against their peers and the memory ceiling.")
     top.add_argument("--version", action="version", version=f"padloss {padloss.__version__}")
     sub = top.add_subparsers(dest="command", metavar="{info,check,bench}")
-    sub.add_parser("info", help="version, backends, threads, compile and plan caches")
+    sub.add_parser("info", help="version, backends, threads, compile and plan caches, settings")
     sub.add_parser("check", help="both ops on every available backend against padloss.reference; "
                                  "exit status 1 on any mismatch")
     b = sub.add_parser("bench", help="time both ops against their peers and the bandwidth ceiling",

@@ -46,6 +46,9 @@ def test_info_shows_version_backends_threads_and_caches():
     assert any(line.startswith("numba: threading layer ") and " threads " in line for line in lines)
     assert any(line.startswith("compile cache: ") for line in lines)
     assert any(line.startswith("plan cache (this process): ") for line in lines)
+    settings = lines[lines.index("settings (padloss.config):") + 1:]
+    for s, line in zip(padloss.config.SETTINGS, settings):
+        assert line.split() == [s.name, repr(getattr(padloss.config.current, s.name)), s.variable]
 
 
 def test_check_passes_on_every_available_backend():
