@@ -1,4 +1,4 @@
-"""The ``padloss`` command line: ``info``, ``check`` and ``bench``.
+"""The ``padloss`` command line: ``info``, ``check``, ``warmup`` and ``bench``.
 
 ``padloss`` alone runs ``padloss bench --quick``, the main job: both ops timed
 against their peers and against the memory-bandwidth ceiling of this machine.
@@ -23,6 +23,8 @@ import numpy as np
 import padloss
 from padloss import benchmark, reference
 from padloss.arrays import numpy_dtype
+from padloss.warmup import DTYPES as WARMUP_DTYPES
+from padloss.warmup import OPS as WARMUP_OPS
 
 THP_VAR = "THP_MEM_ALLOC_ENABLE"   # torch's huge-page allocator; read when torch starts
 MATPLOTLIB_MISSING = 2             # exit status of ``bench --plot`` without matplotlib
@@ -79,6 +81,41 @@ def info(args: argparse.Namespace) -> int:
     for s in padloss.config.SETTINGS:
         print(f"  {s.name:13} {getattr(padloss.config.current, s.name)!r:10} {s.variable}")
     return 0
+
+
+# ---------------------------------------------------------------------------- progress
+
+class Progress:
+    """A one-line bar on stderr, redrawn in place (only on a terminal)."""
+
+    WIDTH = 24
+
+    def __init__(self, total: int, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.total, self.done = total, 0
+
+    def step(self, label: str) -> None:
+        """Show that ``label`` starts (steps taken in order)."""
+        self._draw(label)
+        self.done += 1
+
+    def finished(self, label: str) -> None:
+        """Count one step done (in whatever order steps finish) and show it."""
+        self.done += 1
+        self._draw(label)
+
+    def _draw(self, label: str) -> None:
+        if self.enabled:
+            filled = self.WIDTH * self.done // self.total
+            self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] "
+                              f"{self.done}/{self.total} {label:<50.50}")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\r" + " " * (self.WIDTH + 62) + "\r")
+            self.stream.flush()
 
 
 # ---------------------------------------------------------------------------- check
@@ -196,7 +233,10 @@ def check(args: argparse.Namespace) -> int:
     print(f"padloss check: both ops on {', '.join(backends)} against padloss.reference, "
           f"bit for bit (NaN payloads aside)")
     rows, notes, failed = [], [], 0
-    for case in check_cases():
+    cases = check_cases()
+    progress = Progress(len(cases))
+    for case in cases:
+        progress.step(f"{case.op} {case.name}, {case.dtype}")
         want = case.expected()
         cells = []
         for backend in backends:
@@ -214,6 +254,7 @@ def check(args: argparse.Namespace) -> int:
             cells.append("ok" if not bad else f"MISMATCH {bad}/{want.size}")
             failed += bool(bad)
         rows.append([case.op, case.name, case.dtype] + cells)
+    progress.close()
     print(_table(["op", "case", "dtype"] + backends, rows))
     for note in notes:
         print(note)
@@ -222,31 +263,55 @@ def check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+# ---------------------------------------------------------------------------- warmup
+
+# A child's script: warm one op's kernels, one dtype at a time, saying when each is done.
+_WARMUP_CHILD = """
+import sys, padloss
+op, *dtypes = sys.argv[1:]
+for dtype in dtypes:
+    padloss.warmup(ops=[op], dtypes=[dtype])
+    print(dtype, flush=True)
+"""
+
+
+def warmup(args: argparse.Namespace) -> int:
+    """Compile (or load) every kernel padloss.warmup() prepares, one child process
+    per op, all at once: Numba compiles on one core, and each op's kernels share
+    one cache index, which two writers at once would each overwrite."""
+    import selectors
+    import time
+
+    dtypes = args.dtypes or list(WARMUP_DTYPES)
+    ops = list(WARMUP_OPS)
+    progress = Progress(len(ops) * len(dtypes))
+    t0 = time.perf_counter()
+    children = {op: subprocess.Popen([sys.executable, "-c", _WARMUP_CHILD, op, *dtypes],
+                                     stdout=subprocess.PIPE, text=True) for op in ops}
+    selector = selectors.DefaultSelector()
+    for op, child in children.items():
+        selector.register(child.stdout, selectors.EVENT_READ, op)
+    open_pipes = len(children)
+    while open_pipes:
+        for key, _ in selector.select():
+            line = key.fileobj.readline()
+            if not line:
+                selector.unregister(key.fileobj)
+                open_pipes -= 1
+                continue
+            progress.finished(f"{key.data}, {line.strip()} ready")
+    failed = [op for op, child in children.items() if child.wait() != 0]
+    progress.close()
+    seconds = time.perf_counter() - t0
+    if failed:
+        print(f"padloss warmup: failed for {', '.join(failed)} (see the errors above)")
+        return 1
+    print(f"padloss warmup: {len(ops)} ops x {len(dtypes)} dtypes ready in {seconds:.1f} s "
+          f"({len(children)} processes); compile cache: {_compile_cache()}")
+    return 0
+
+
 # ---------------------------------------------------------------------------- bench
-
-class Progress:
-    """A one-line bar on stderr, redrawn in place (only on a terminal)."""
-
-    WIDTH = 24
-
-    def __init__(self, total: int, stream: TextIO | None = None):
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
-        self.total, self.done = total, 0
-
-    def step(self, label: str) -> None:
-        if self.enabled:
-            filled = self.WIDTH * self.done // self.total
-            self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] "
-                              f"{self.done}/{self.total} {label:<50.50}")
-            self.stream.flush()
-        self.done += 1
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\r" + " " * (self.WIDTH + 62) + "\r")
-            self.stream.flush()
-
 
 def _rerun_with_thp(argv: list[str]) -> int:
     """torch reads THP_MEM_ALLOC_ENABLE only at start-up: run the whole bench
@@ -556,10 +621,15 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="padloss", description="padloss alone runs `padloss bench --quick`, "
                                   "the main job: both ops timed against their peers and the memory ceiling.")
     top.add_argument("--version", action="version", version=f"padloss {padloss.__version__}")
-    sub = top.add_subparsers(dest="command", metavar="{info,check,bench}")
+    sub = top.add_subparsers(dest="command", metavar="{info,check,warmup,bench}")
     sub.add_parser("info", help="version, backends, threads, compile and plan caches, settings")
     sub.add_parser("check", help="both ops on every available backend against padloss.reference; "
                                  "exit status 1 on any mismatch")
+    w = sub.add_parser("warmup", help="compile (or load) the common kernels ahead, one process per op",
+                       description="Compile, or load from the disk cache, the kernels padloss.warmup() "
+                                   "prepares (serial and parallel variants), all ops at once.")
+    w.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32", "float64"],
+                   default=None, help="default: float16, bfloat16, float32")
     b = sub.add_parser("bench", help="time both ops against their peers and the bandwidth ceiling",
                        description="Time both ops on every available backend, PyTorch CPU autograd (if "
                                    "installed) and the NumPy reference, with a streaming ceiling kernel "
@@ -584,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv) or NO_SUBCOMMAND
     args = parser().parse_args(argv)
     args.argv = argv
-    status = {"info": info, "check": check, "bench": bench}[args.command](args)
+    status = {"info": info, "check": check, "warmup": warmup, "bench": bench}[args.command](args)
     if argv is NO_SUBCOMMAND:
         print("\n(the quick run; `padloss bench` times every dtype, `padloss check` compares with "
               "padloss.reference, `padloss info` shows the set-up)")

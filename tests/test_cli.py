@@ -51,8 +51,24 @@ def test_info_shows_version_backends_threads_and_caches():
         assert line.split() == [s.name, repr(getattr(padloss.config.current, s.name)), s.variable]
 
 
-def test_check_passes_on_every_available_backend():
+class Terminal(io.StringIO):
+    """stderr as a terminal: where the progress bar draws."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_check_passes_on_every_available_backend(monkeypatch):
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
     status, out = run_cli("check")
+    drawn = terminal.getvalue().split("\r")
+    cases = cli.check_cases()
+    first, last = cases[0], cases[-1]
+    label = f"{first.op} {first.name}, {first.dtype}"[:50]             # labels are cut at 50
+    assert drawn[1] == f"[{'.' * cli.Progress.WIDTH}] 0/{len(cases)} {label}"
+    assert drawn[-3].split()[1:3] == [f"{len(cases) - 1}/{len(cases)}", last.op]
+    assert drawn[-1] == "" and drawn[-2].strip() == ""        # cleared before the table
     backends = [b.name for b in padloss.available_backends() if b.available]
     lines = out.splitlines()
     assert status == 0, out
@@ -253,3 +269,16 @@ assert "torch" not in sys.modules
     assert done.returncode == 0, done.stderr
     assert "pytorch: not installed" in done.stdout
     assert "pytorch autograd" not in done.stdout
+
+
+def test_warmup_prepares_every_op_and_dtype_in_child_processes(monkeypatch):
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    status, out = run_cli("warmup", "--dtypes", "float32", "float16")
+    assert status == 0
+    assert out.startswith("padloss warmup: 2 ops x 2 dtypes ready in ") and "(2 processes)" in out
+    steps = [piece.split() for piece in terminal.getvalue().split("\r") if piece.startswith("[")]
+    assert sorted(step[1] for step in steps) == ["1/4", "2/4", "3/4", "4/4"]
+    ready = sorted(" ".join(step[2:]) for step in steps)
+    assert ready == sorted(f"{op}, {dtype} ready" for op in ("circular_pad2d_backward", "l1_loss_backward")
+                           for dtype in ("float32", "float16"))
