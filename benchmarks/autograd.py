@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import statistics
-import time
 
 from .common import PADDING, PEER, SIZES, _as_torch, _random
 
@@ -38,24 +37,18 @@ def _padloss_torch():
     return pt
 
 
-def _round(fn, calls: int) -> float:
-    samples = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-
-
 def speedup(fn, peer, rounds: int = 7, round_s: float = 0.01) -> float:
     """Median over interleaved rounds of (peer's time / fn's time); each round
-    times each about ``round_s`` seconds' worth of calls (at least one)."""
+    times each about ``round_s`` seconds' worth of calls (at least one).
+    padloss.benchmark's timers: every commit with padloss.torch has them."""
+    from padloss.benchmark import calls_per_round, time_round
+
     fn(), peer()
-    calls = [max(1, min(2000, int(round_s / max(_round(f, 1), 1e-7)))) for f in (fn, peer)]
+    calls = [calls_per_round(f, round_s, max_calls=2000) for f in (fn, peer)]
     ratios = []
     for _ in range(rounds):
-        ours = _round(fn, calls[0])
-        ratios.append(_round(peer, calls[1]) / ours)
+        ours = time_round(fn, calls[0])
+        ratios.append(time_round(peer, calls[1]) / ours)
     return statistics.median(ratios)
 
 
