@@ -1,36 +1,37 @@
-"""circular_pad2d_backward: phase 1 (validation, Problem, plan) and the public calls.
+"""circular_pad2d_backward: its rules and the public calls.
 
-Implements every rule of docs/circular_pad2d_backward.md. All checks run before
-a backend is asked for anything, so an invalid call raises with nothing written.
+Implements every rule of docs/circular_pad2d_backward.md, filling in the
+op-definition skeleton (padloss.op) that runs phase 1 and the one-shot call.
+All checks run before a backend is asked for anything, so an invalid call
+raises with nothing written.
 """
 from __future__ import annotations
 
 import operator
 from typing import Any
 
-from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output, shape_and_dtype
+import numpy as np
+
+from .arrays import TensorMeta, as_tensor, shape_and_dtype
 from .errors import invalid_argument, null_argument
-from .executor import Executor, check_output_overlap, make_executor, run_once
+from .executor import Executor
 from .geometry import axis_rule_violation
-from .memo import ValidatedCalls, as_tensors, new_output
-from .problem import Problem
+from .op import Inputs, OpDefinition
 from .rules import FLOATS as DTYPES
 
 OP = "circular_pad2d_backward"
 BUFFERS = ("grad_output", "grad_input")
 
 
-_validated = ValidatedCalls(OP)        # calls given their output
-_validated_new = ValidatedCalls(OP)    # calls that allocate it
-
-
-def _exact_pads(padding: Any) -> tuple | None:
-    """padding as a memo key part when it is 4 plain ints (a float or a bool
-    equals an int as a dict key, so only exact ints may share a verdict)."""
-    if type(padding) in (tuple, list) and len(padding) == 4:
+def _memo_params(self: Any, padding: Any) -> tuple | None:
+    """The memo key's params: padding when it is 4 plain ints (a float or a bool
+    equals an int as a dict key, so only exact ints may share a verdict), and
+    self's metadata (self is no buffer, but its shape and dtype decide the
+    verdict); None when either is not known exactly."""
+    if type(padding) in (tuple, list) and len(padding) == 4 and type(self) is np.ndarray:
         left, right, top, bottom = padding
         if type(left) is type(right) is type(top) is type(bottom) is int:
-            return left, right, top, bottom
+            return left, right, top, bottom, self.dtype, self.shape, self.strides
     return None
 
 
@@ -93,9 +94,9 @@ def check_metadata(shape: tuple, dtype: str, pads: tuple[int, int, int, int],
     return expected
 
 
-def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> tuple[Tensor, tuple, str, tuple]:
-    """Check grad_output, self and padding; return grad_output adapted, self's
-    shape and dtype (its data is never read), and the pads."""
+def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> Inputs:
+    """Check grad_output, self and padding: grad_output adapted, self's shape
+    and dtype for the output (its data is never read), the pads."""
     if grad_output is None:
         raise null_argument(OP, "grad_output")
     if self is None:
@@ -104,41 +105,18 @@ def _validate_inputs(grad_output: Any, self: Any, padding: Any) -> tuple[Tensor,
     go = as_tensor(OP, "grad_output", grad_output)
     shape, dtype = shape_and_dtype(OP, "self", self)
     check_metadata(shape, dtype, pads, go.meta)
-    return go, shape, dtype, pads
+    return Inputs((go,), shape, dtype, pads, go)
 
 
-def _validate_output(grad_input: Any, go: Tensor, shape: tuple, dtype: str, name: str) -> Tensor:
-    """Check the output, called ``name`` ("grad_input", or "out" in the one-shot call)."""
-    gi = as_tensor(OP, name, grad_input, writable=True)
-    if gi.meta.dtype != dtype:
-        raise invalid_argument(OP, name, f"dtype {gi.meta.dtype} must equal self's dtype {dtype}")
-    if gi.meta.shape != shape:
-        raise invalid_argument(OP, name, f"shape {gi.meta.shape} must equal self's shape {shape}")
-    if gi.device != go.device:
-        raise invalid_argument(OP, name, f"is on {gi.device} but grad_output is on {go.device}")
-    check_output_overlap(OP, ("grad_output", name), (go, gi))
-    return gi
+def _validate_output(meta: TensorMeta, inputs: Inputs, name: str) -> None:
+    """The output's own rules, ``name`` being "grad_input", or "out" in the one-shot call."""
+    if meta.dtype != inputs.dtype:
+        raise invalid_argument(OP, name, f"dtype {meta.dtype} must equal self's dtype {inputs.dtype}")
+    if meta.shape != inputs.shape:
+        raise invalid_argument(OP, name, f"shape {meta.shape} must equal self's shape {inputs.shape}")
 
 
-def _executor(go: Tensor, gi: Tensor, pads: tuple, backend: str | None) -> Executor:
-    problem = Problem(OP, go.device, (go.meta, gi.meta), pads)
-    return make_executor(problem, BUFFERS, (go, gi), backend)
-
-
-def _plan(grad_output: Any, self: Any, padding: Any, grad_input: Any, name: str,
-          backend: str | None) -> Executor:
-    """Phase 1 for a given output (``name`` as the caller called it)."""
-    key = _validated.signature((grad_output, self, grad_input), _exact_pads(padding))
-    buffers = (grad_output, grad_input)
-    known = _validated.checked(key, buffers, ("grad_output", name))
-    if known is not None:
-        return make_executor(known.problem, BUFFERS, as_tensors(known.problem, buffers), backend)
-    go, shape, dtype, pads = _validate_inputs(grad_output, self, padding)
-    if grad_input is None:
-        raise null_argument(OP, name)
-    executor = _executor(go, _validate_output(grad_input, go, shape, dtype, name), pads, backend)
-    _validated.remember(key, executor.problem)
-    return executor
+_op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output)
 
 
 def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padding: Any,
@@ -150,8 +128,8 @@ def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padd
     it may be run again, with new buffers of the same metadata passed as
     ``run(grad_output=..., grad_input=...)``.
     """
-    executor = _plan(grad_output, self, padding, grad_input, "grad_input", backend)
-    return executor.workspace_size, executor
+    return _op.get_workspace_size((grad_output, self, padding), (grad_output,),
+                                  _memo_params(self, padding), grad_input, backend)
 
 
 def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: Any = None,
@@ -164,21 +142,5 @@ def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: A
     same kind as ``grad_output``. float16/bfloat16 are summed in float32 and
     rounded once, half away from zero, as the Ascend kernel does.
     """
-    pads = _exact_pads(padding)
-    if out is None:
-        key = _validated_new.signature((grad_output, self), pads)
-        known = _validated_new.known(key)
-        if known is None:
-            go, shape, dtype, _ = _validate_inputs(grad_output, self, padding)
-            executor = _plan(grad_output, self, padding, empty_like_output(go, shape, dtype), "out",
-                             backend)
-            _validated_new.remember(key, executor.problem)
-            return executor.run()
-        out = new_output(known.problem.output)
-    else:
-        key = _validated.signature((grad_output, self, out), pads)
-        known = _validated.checked(key, (grad_output, out), ("grad_output", "out"))
-        if known is None:
-            return _plan(grad_output, self, padding, out, "out", backend).run()
-    run_once(known, (grad_output, out), backend)
-    return out
+    return _op.call((grad_output, self, padding), (grad_output,), _memo_params(self, padding), out,
+                    backend)

@@ -1,27 +1,29 @@
 """Phase 2: the Executor, a compiled plan bound to buffers, run any number of times.
 
-Phase 1 (each op's ``*_get_workspace_size``) validates the arguments, picks a
-backend and fetches the plan from the cache; the Executor it returns only
-checks what can change between runs (new buffers must have the planned
-metadata; the workspace must be large enough) and launches the plan. Unlike
-aclnn's single-use executor it is repeatable: ``run()`` may be called again,
-with the same buffers or with new ones of identical metadata.
+Phase 1 (each op's ``*_get_workspace_size``, through padloss.op) validates
+the arguments, picks a backend and fetches the plan from the cache; the
+Executor it returns only checks what can change between runs (new buffers
+must have the planned metadata; the workspace must be large enough) and
+launches the plan. Unlike aclnn's single-use executor it is repeatable:
+``run()`` may be called again, with the same buffers or with new ones of
+identical metadata.
+
+A one-shot call runs a plan without an Executor: padloss.fastpath, which
+imports this module (``bind``, ``fetch``); nothing here imports it back.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+from typing import Any
 
 import numpy as np
 
-from .arrays import Tensor, as_tensor, overlaps
+from .aliasing import check_output_overlap
+from .arrays import Tensor, as_tensor
 from .backend import Backend, Plan
-from .dispatch import Choice, choose, request, select_backend
+from .dispatch import select_backend
 from .errors import invalid_argument, null_argument
 from .plan_cache import plan_cache
 from .problem import Problem
-
-if TYPE_CHECKING:
-    from .memo import Known
 
 
 class EmptyPlan:
@@ -34,16 +36,6 @@ class EmptyPlan:
 
 
 EMPTY_PLAN = EmptyPlan()
-
-
-def check_output_overlap(op: str, names: Sequence[str], tensors: Sequence[Tensor]) -> None:
-    """The output (last) must not share memory with any input: the kernels read
-    inputs while writing the output, so an alias would be silently wrong."""
-    out = tensors[-1]
-    for name, t in zip(names[:-1], tensors[:-1]):
-        if overlaps(out, t):
-            raise invalid_argument(op, names[-1], f"shares memory with '{name}'; the output must "
-                                                  f"not overlap an input")
 
 
 class Executor:
@@ -142,7 +134,8 @@ def bind(plan: Plan, natives: tuple) -> Any:
     return natives if binder is None else binder(natives)
 
 
-def _fetch(problem: Problem, backend: Backend, key: tuple) -> Plan:
+def fetch(problem: Problem, backend: Backend, key: tuple) -> Plan:
+    """The plan under ``key`` (the plan-cache key of ``problem`` on ``backend``), built on a miss."""
     return plan_cache.get_or_build(key, lambda: EMPTY_PLAN if problem.is_empty else backend.compile(problem))
 
 
@@ -150,42 +143,5 @@ def make_executor(problem: Problem, names: tuple[str, ...], tensors: tuple[Tenso
                   requested_backend: str | None) -> Executor:
     """The end of phase 1 for every op: pick the backend, fetch or build the plan."""
     backend = select_backend(problem, requested_backend)
-    plan = _fetch(problem, backend, (problem, backend.name, backend.cache_context()))
+    plan = fetch(problem, backend, (problem, backend.name, backend.cache_context()))
     return Executor(problem, backend, plan, names, tensors)
-
-
-class Ready(NamedTuple):
-    """The plan a one-shot call ran, and what it depended on: the next call with
-    the same signature runs it again if all of that still holds."""
-
-    asked: tuple        # request(): backend=, use_backend block, the backend setting
-    choice: Choice
-    context: tuple      # the backend's cache_context()
-    key: tuple          # the plan-cache key
-    generation: int     # plan_cache.generation before the plan was fetched
-    plan: Plan
-
-
-def _ready(problem: Problem, asked: tuple) -> Ready:
-    choice = choose(problem, asked)
-    context = choice.backend.cache_context()
-    key = (problem, choice.backend.name, context)
-    generation = plan_cache.generation
-    return Ready(asked, choice, context, key, generation, _fetch(problem, choice.backend, key))
-
-
-def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: str | None) -> None:
-    """Phases 1 (from the plan on) and 2 of a one-shot call on validated NumPy
-    arrays, which are their own native views: an Executor's run without building
-    one. The plan the last such call ran is reused while its choice stands and
-    the plan cache still holds it (counted as a hit there, as a lookup would be):
-    a tiny call is mostly this bookkeeping."""
-    asked = request(requested_backend)
-    ready = known.ready
-    if (ready is None or ready.asked != asked or not ready.choice.holds()
-            or ready.choice.backend.cache_context() != ready.context
-            or not plan_cache.touch(ready.key, ready.generation)):
-        ready = known.ready = _ready(known.problem, asked)
-    plan = ready.plan
-    size = plan.workspace_size
-    plan.run(bind(plan, arrays), np.empty(size, np.uint8) if size else None, None)

@@ -1,10 +1,11 @@
-"""l1_loss_backward: phase 1 (validation, promotion, Problem, plan) and the public calls.
+"""l1_loss_backward: its rules (validation, promotion) and the public calls.
 
-Implements every rule of docs/l1_loss_backward.md. The three inputs broadcast
-to the shape B of the output; their dtypes promote to P by dtype alone (a 0-d
-tensor keeps its priority, f16 + bf16 gives f32, integers and bools follow the
-float). All checks run before a backend is asked for anything, so an invalid
-call raises with nothing written.
+Implements every rule of docs/l1_loss_backward.md, filling in the op-definition
+skeleton (padloss.op) that runs phase 1 and the one-shot call. The three inputs
+broadcast to the shape B of the output; their dtypes promote to P by dtype alone
+(a 0-d tensor keeps its priority, f16 + bf16 gives f32, integers and bools
+follow the float). All checks run before a backend is asked for anything, so
+an invalid call raises with nothing written.
 """
 from __future__ import annotations
 
@@ -13,17 +14,15 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .arrays import Tensor, as_tensor, empty_like_output
+from .arrays import TensorMeta, as_tensor
 from .errors import invalid_argument, null_argument
-from .executor import Executor, check_output_overlap, make_executor, run_once
-from .memo import ValidatedCalls, as_tensors, new_output
-from .problem import Problem
+from .executor import Executor
+from .op import Inputs, OpDefinition
 from .rules import FLOATS, INTEGERS, promoted_dtype
 
 OP = "l1_loss_backward"
 BUFFERS = ("grad_output", "self", "target", "grad_input")
 INPUTS = BUFFERS[:-1]
-ONE_SHOT_NAMES = INPUTS + ("out",)   # the output is called out in the one-shot call
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 MAX_RANK = 8
 
@@ -87,62 +86,33 @@ def check_metadata(inputs: Iterable[tuple[str, tuple[int, ...], str]]) -> tuple[
     return shape, dtype
 
 
-def _validate_inputs(grad_output: Any, self: Any, target: Any, reduction: Any
-                     ) -> tuple[tuple[Tensor, Tensor, Tensor], int, tuple[int, ...], str]:
-    """Check the inputs; return them adapted, the reduction code, B and P."""
+def _validate_inputs(grad_output: Any, self: Any, target: Any, reduction: Any) -> Inputs:
+    """Check the inputs: them adapted, B and P for the output, the reduction code."""
     for name, value in zip(INPUTS, (grad_output, self, target)):
         if value is None:
             raise null_argument(OP, name)
     code = reduction_code(reduction)
     inputs = tuple(as_tensor(OP, name, value) for name, value in zip(INPUTS, (grad_output, self, target)))
     shape, dtype = check_metadata((t.meta.dtype, t.meta.shape, t.device) for t in inputs)
-    return inputs, code, shape, dtype
+    return Inputs(inputs, shape, dtype, (code,), inputs[1])
 
 
-def _validate_output(grad_input: Any, inputs: tuple[Tensor, ...], shape: tuple, name: str) -> Tensor:
-    """Check the output, called ``name`` ("grad_input", or "out" in the one-shot call)."""
-    gi = as_tensor(OP, name, grad_input, writable=True)
-    if gi.meta.dtype not in FLOATS:
-        raise invalid_argument(OP, name, f"dtype {gi.meta.dtype} is not a float the promoted dtype "
+def _validate_output(meta: TensorMeta, inputs: Inputs, name: str) -> None:
+    """The output's own rules, ``name`` being "grad_input", or "out" in the one-shot call."""
+    if meta.dtype not in FLOATS:
+        raise invalid_argument(OP, name, f"dtype {meta.dtype} is not a float the promoted dtype "
                                          f"can be cast to; expected one of {', '.join(FLOATS)}")
-    if gi.meta.shape != shape:
-        raise invalid_argument(OP, name, f"shape {gi.meta.shape} must equal the broadcast shape "
-                                         f"{shape} of grad_output, self and target")
-    if gi.device != inputs[0].device:
-        raise invalid_argument(OP, name, f"is on {gi.device} but grad_output is on {inputs[0].device}")
-    check_output_overlap(OP, INPUTS + (name,), inputs + (gi,))
-    return gi
+    if meta.shape != inputs.shape:
+        raise invalid_argument(OP, name, f"shape {meta.shape} must equal the broadcast shape "
+                                         f"{inputs.shape} of grad_output, self and target")
 
 
-def _executor(inputs: tuple[Tensor, ...], gi: Tensor, code: int, backend: str | None) -> Executor:
-    tensors = inputs + (gi,)
-    problem = Problem(OP, gi.device, tuple(t.meta for t in tensors), (code,))
-    return make_executor(problem, BUFFERS, tensors, backend)
-
-
-_validated = ValidatedCalls(OP)        # calls given their output
-_validated_new = ValidatedCalls(OP)    # calls that allocate it
+_op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output)
 
 
 def _reduction_key(reduction: Any) -> Any:
     """reduction as a memo key part when it is a str or an exact int (True == 1 as a key)."""
     return reduction if type(reduction) in (str, int) else None
-
-
-def _plan(grad_output: Any, self: Any, target: Any, reduction: Any, grad_input: Any, name: str,
-          backend: str | None) -> Executor:
-    """Phase 1 for a given output (``name`` as the caller called it)."""
-    buffers = (grad_output, self, target, grad_input)
-    key = _validated.signature(buffers, _reduction_key(reduction))
-    known = _validated.checked(key, buffers, INPUTS + (name,))
-    if known is not None:
-        return make_executor(known.problem, BUFFERS, as_tensors(known.problem, buffers), backend)
-    inputs, code, shape, _ = _validate_inputs(grad_output, self, target, reduction)
-    if grad_input is None:
-        raise null_argument(OP, name)
-    executor = _executor(inputs, _validate_output(grad_input, inputs, shape, name), code, backend)
-    _validated.remember(key, executor.problem)
-    return executor
 
 
 def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any, reduction: Any,
@@ -154,8 +124,8 @@ def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any
     may be run again, with new buffers of the same metadata passed by name
     (``run(grad_output=..., self=..., target=..., grad_input=...)``).
     """
-    executor = _plan(grad_output, self, target, reduction, grad_input, "grad_input", backend)
-    return executor.workspace_size, executor
+    return _op.get_workspace_size((grad_output, self, target, reduction), (grad_output, self, target),
+                                  _reduction_key(reduction), grad_input, backend)
 
 
 def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = "mean", *,
@@ -169,23 +139,5 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     output dtype. Returns ``out`` (any float dtype; written in place) or a new
     array/tensor of dtype P and the kind of ``self``.
     """
-    if out is None:
-        inputs = (grad_output, self, target)
-        key = _validated_new.signature(inputs, _reduction_key(reduction))
-        known = _validated_new.known(key)
-        if known is None:
-            adapted, _, shape, dtype = _validate_inputs(grad_output, self, target, reduction)
-            executor = _plan(grad_output, self, target, reduction,
-                             empty_like_output(adapted[1], shape, dtype), "out", backend)
-            _validated_new.remember(key, executor.problem)
-            return executor.run()
-        out = new_output(known.problem.output)
-        buffers = inputs + (out,)
-    else:
-        buffers = (grad_output, self, target, out)
-        key = _validated.signature(buffers, _reduction_key(reduction))
-        known = _validated.checked(key, buffers, ONE_SHOT_NAMES)
-        if known is None:
-            return _plan(grad_output, self, target, reduction, out, "out", backend).run()
-    run_once(known, buffers, backend)
-    return out
+    return _op.call((grad_output, self, target, reduction), (grad_output, self, target),
+                    _reduction_key(reduction), out, backend)

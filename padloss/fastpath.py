@@ -1,0 +1,175 @@
+"""The one-shot fast path: how a repeated tiny call stays at a few microseconds.
+
+A one-shot call (``padloss.circular_pad2d_backward``, ``padloss.l1_loss_backward``)
+whose arguments are plain NumPy arrays, and whose parameters are known exactly,
+skips the two costly parts of phase 1 when its signature was seen before:
+
+1. **Validation** (:class:`ValidatedCalls`). Validation is a pure function of
+   metadata (dtypes, shapes, strides and the op's parameters), so a call whose
+   :func:`signature` matches an earlier, valid one gets the same verdict: the
+   Problem full validation built, kept in a :class:`Known`. What depends on the
+   buffers themselves, the output's writability and its overlap with the
+   inputs (padloss.aliasing), is still checked on every call
+   (:meth:`ValidatedCalls.checked`). Anything unusual (torch tensors, lists,
+   a float in the padding, a first-time signature) has no signature and takes
+   the full path. Each op keeps two memos (padloss.op.OpDefinition): one for
+   calls given an output, keyed on every buffer, and one for calls that
+   allocate it, keyed on the inputs alone (the new output is always a C-ordered
+   NumPy array, :func:`new_output`, so its metadata follows from the Problem).
+
+2. **Backend selection and the plan lookup** (:func:`run_once`). A Known also
+   keeps a :class:`Ready`: the plan its last one-shot call ran and everything
+   that chose it. The next call reruns that plan, with no Executor built, while
+   all of it still holds:
+
+   - the request is the same (``dispatch.request()``: the ``backend=``
+     argument, the enclosing ``use_backend`` block, the backend setting);
+   - the selection stands (``dispatch.Choice.holds``: the same registry load,
+     the chosen backend still available, none of those skipped as unavailable
+     available now);
+   - the backend's run-time context is the same (``Backend.cache_context()``,
+     e.g. the Numba thread count);
+   - the plan cache still holds the plan (``plan_cache.PlanCache.touch``: no
+     plan removed since ``PlanCache.generation`` was read, when it was
+     fetched; the touch counts as a hit and keeps the LRU order, as a lookup
+     would, skipping the re-ordering for the newest key, ``PlanCache._newest``).
+
+   Otherwise the choice and the plan are fetched again (:func:`_ready`), as
+   phase 1 does it (``executor.fetch``), and kept for the next call.
+
+Where the pieces are used: padloss.op.OpDefinition.call is the one-shot flow
+of both ops; padloss.executor builds Executors and fetches plans and imports
+nothing from here.
+"""
+from __future__ import annotations
+
+from typing import Any, Hashable, NamedTuple
+
+import numpy as np
+
+from .aliasing import check_output_overlap
+from .arrays import Tensor, TensorMeta, numpy_dtype
+from .backend import Plan
+from .dispatch import Choice, choose, request
+from .errors import invalid_argument
+from .executor import bind, fetch
+from .plan_cache import plan_cache
+from .problem import Problem
+
+MAX_SIGNATURES = 1024
+_make_tensor = Tensor._make
+
+
+# ---------------------------------------------------------------- 1. validated signatures
+
+
+class Known:
+    """A validated signature's Problem, and what its last one-shot call ran
+    (a :class:`Ready`, or None), kept for the next call to check and reuse."""
+
+    __slots__ = ("problem", "ready")
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        self.ready = None
+
+
+def signature(arrays: tuple, params: Any) -> tuple | None:
+    """The memo key, or None (never remembered) when an argument is not a plain
+    ndarray or the op's parameters are not known exactly (``params`` None)."""
+    if params is None:
+        return None
+    key: list = [params]
+    append = key.append
+    for a in arrays:
+        if type(a) is not np.ndarray:
+            return None
+        append(a.dtype)
+        append(a.shape)
+        append(a.strides)
+    return tuple(key)
+
+
+class ValidatedCalls:
+    """Signature -> Known for one op; cleared when full (a cheap, safe bound)."""
+
+    __slots__ = ("op", "_known")
+
+    def __init__(self, op: str):
+        self.op = op
+        self._known: dict[Hashable, Known] = {}
+
+    def remember(self, key: tuple | None, problem: Problem) -> None:
+        if key is None:
+            return
+        if len(self._known) >= MAX_SIGNATURES:
+            self._known.clear()
+        self._known[key] = Known(problem)
+
+    def known(self, key: tuple | None) -> Known | None:
+        """The entry of a known signature (calls that allocate their output)."""
+        return self._known.get(key) if key is not None else None
+
+    def checked(self, key: tuple | None, buffers: tuple, names: tuple[str, ...]) -> Known | None:
+        """The entry of a known signature once the output (last of ``buffers``)
+        passed the per-call checks; None for an unknown signature."""
+        known = self._known.get(key) if key is not None else None
+        if known is None:
+            return None
+        *inputs, out = buffers
+        if not out.flags.writeable:
+            raise invalid_argument(self.op, names[-1], "is read-only; the output must be writable")
+        for b in inputs:
+            if np.may_share_memory(out, b):
+                check_output_overlap(self.op, names, as_tensors(known.problem, buffers))   # names the input
+        return known
+
+
+def as_tensors(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:
+    """NumPy ``buffers`` of a validated signature as Tensors (their own native views)."""
+    return tuple([_make_tensor((meta, "cpu", b, b)) for meta, b in zip(problem.tensors, buffers)])
+
+
+def new_output(meta: TensorMeta) -> np.ndarray:
+    """A C-ordered NumPy output for ``meta``, as an allocating call makes it."""
+    return np.empty(meta.shape, numpy_dtype(meta.dtype))
+
+
+# ---------------------------------------------------------------- 2. the last plan
+
+
+class Ready(NamedTuple):
+    """The plan a one-shot call ran, and what it depended on: the next call with
+    the same signature runs it again if all of that still holds."""
+
+    asked: tuple        # request(): backend=, use_backend block, the backend setting
+    choice: Choice
+    context: tuple      # the backend's cache_context()
+    key: tuple          # the plan-cache key
+    generation: int     # plan_cache.generation before the plan was fetched
+    plan: Plan
+
+
+def _ready(problem: Problem, asked: tuple) -> Ready:
+    choice = choose(problem, asked)
+    context = choice.backend.cache_context()
+    key = (problem, choice.backend.name, context)
+    generation = plan_cache.generation
+    return Ready(asked, choice, context, key, generation, fetch(problem, choice.backend, key))
+
+
+def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: str | None) -> None:
+    """Phases 1 (from the plan on) and 2 of a one-shot call on validated NumPy
+    arrays, which are their own native views: an Executor's run without building
+    one. The plan the last such call ran is reused while its choice stands and
+    the plan cache still holds it (counted as a hit there, as a lookup would be):
+    a tiny call is mostly this bookkeeping."""
+    asked = request(requested_backend)
+    ready = known.ready
+    if (ready is None or ready.asked != asked or not ready.choice.holds()
+            or ready.choice.backend.cache_context() != ready.context
+            or not plan_cache.touch(ready.key, ready.generation)):
+        ready = known.ready = _ready(known.problem, asked)
+    plan = ready.plan
+    size = plan.workspace_size
+    plan.run(bind(plan, arrays), np.empty(size, np.uint8) if size else None, None)

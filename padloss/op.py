@@ -1,0 +1,119 @@
+"""The op-definition skeleton: phase 1 and the one-shot call, written once for both ops.
+
+An op module (padloss.circular_pad, padloss.l1_loss) fills in an
+:class:`OpDefinition` with only what differs between ops:
+
+- ``buffers``: the names of the buffers the kernel touches, in aclnn order,
+  the output last (an executor's ``run()`` takes new ones by these names);
+- ``validate_inputs(*args)``: every rule on the arguments other than the
+  output; returns :class:`Inputs` (the input buffers adapted, the shape and
+  dtype an output gets, the Problem's params, the template of a new output);
+- ``validate_output(meta, inputs, name)``: the op's rules on the output's
+  dtype and shape (the rules shared by every op, a writable output on the
+  inputs' device that overlaps none of them, are checked here).
+
+Its public functions then pass their arguments through: ``args`` as the
+validator takes them, ``inputs`` (the input buffers as the caller gave them)
+and ``params``, the op's parameters as a memo-key part (None when they are not
+known exactly; padloss.fastpath explains the memo and the fast path).
+
+The output's name in errors is ``grad_input`` in the two-phase form and
+``out`` in the one-shot call. All checks run before a backend is asked for
+anything, so an invalid call raises with nothing written.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from .aliasing import check_output_overlap
+from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output
+from .errors import invalid_argument, null_argument
+from .executor import Executor, make_executor
+from .fastpath import ValidatedCalls, as_tensors, new_output, run_once, signature
+from .problem import Problem
+
+
+class Inputs(NamedTuple):
+    """What an op's validate_inputs returns: the checked inputs."""
+
+    tensors: tuple[Tensor, ...]   # the input buffers, adapted, in aclnn order
+    shape: tuple[int, ...]        # the output's shape
+    dtype: str                    # the dtype of an output the call allocates
+    params: tuple                 # Problem.params
+    template: Tensor              # a new output is of its kind and on its device
+
+
+class OpDefinition:
+    """One op's phase 1 and one-shot call, from its validators (see the module)."""
+
+    __slots__ = ("op", "buffers", "inputs", "one_shot_names", "validate_inputs", "validate_output",
+                 "given", "allocating")
+
+    def __init__(self, op: str, buffers: tuple[str, ...],
+                 validate_inputs: Callable[..., Inputs],
+                 validate_output: Callable[[TensorMeta, Inputs, str], None]):
+        self.op = op
+        self.buffers = buffers
+        self.inputs = buffers[:-1]
+        self.one_shot_names = self.inputs + ("out",)
+        self.validate_inputs = validate_inputs
+        self.validate_output = validate_output
+        self.given = ValidatedCalls(op)        # calls given their output
+        self.allocating = ValidatedCalls(op)   # calls that allocate it
+
+    def get_workspace_size(self, args: tuple, inputs: tuple, params: Any, grad_input: Any,
+                           backend: str | None) -> tuple[int, Executor]:
+        """The two-phase form's phase 1: (workspace bytes, executor)."""
+        executor = self.plan(args, inputs, params, grad_input, "grad_input", backend)
+        return executor.workspace_size, executor
+
+    def plan(self, args: tuple, inputs: tuple, params: Any, output: Any, name: str,
+             backend: str | None) -> Executor:
+        """Phase 1 for a given output (``name`` as the caller called it)."""
+        buffers = inputs + (output,)
+        key = signature(buffers, params)
+        known = self.given.checked(key, buffers, self.inputs + (name,))
+        if known is not None:
+            return make_executor(known.problem, self.buffers, as_tensors(known.problem, buffers), backend)
+        return self._planned(self.validate_inputs(*args), output, name, key, backend)
+
+    def _planned(self, checked: Inputs, output: Any, name: str, key: tuple | None,
+                 backend: str | None) -> Executor:
+        """The rest of phase 1 once the inputs passed: the output's rules, the
+        Problem, the plan; the verdict is remembered under ``key``."""
+        op = self.op
+        if output is None:
+            raise null_argument(op, name)
+        gi = as_tensor(op, name, output, writable=True)
+        self.validate_output(gi.meta, checked, name)
+        go = checked.tensors[0]
+        if gi.device != go.device:
+            raise invalid_argument(op, name, f"is on {gi.device} but {self.inputs[0]} is on {go.device}")
+        tensors = checked.tensors + (gi,)
+        check_output_overlap(op, self.inputs + (name,), tensors)
+        problem = Problem(op, gi.device, tuple([t.meta for t in tensors]), checked.params)
+        executor = make_executor(problem, self.buffers, tensors, backend)
+        self.given.remember(key, problem)
+        return executor
+
+    def call(self, args: tuple, inputs: tuple, params: Any, out: Any, backend: str | None) -> Any:
+        """The one-shot call: ``out`` written in place, or a new output; returned."""
+        if out is None:
+            key = signature(inputs, params)
+            known = self.allocating.known(key)
+            if known is None:
+                checked = self.validate_inputs(*args)
+                out = empty_like_output(checked.template, checked.shape, checked.dtype)
+                executor = self._planned(checked, out, "out", signature(inputs + (out,), params), backend)
+                self.allocating.remember(key, executor.problem)
+                return executor.run()
+            out = new_output(known.problem.output)
+            buffers = inputs + (out,)
+        else:
+            buffers = inputs + (out,)
+            key = signature(buffers, params)
+            known = self.given.checked(key, buffers, self.one_shot_names)
+            if known is None:
+                return self._planned(self.validate_inputs(*args), out, "out", key, backend).run()
+        run_once(known, buffers, backend)
+        return out
