@@ -148,7 +148,9 @@ class Choice(NamedTuple):
     epoch: int                     # the registry's load it was made in
 
     def holds(self) -> bool:
-        """Same registry, the backend still available, none of the skipped ones now."""
+        """Same registry, the backend still available, none of the skipped ones now
+        (asked by :func:`choose`, and by the one-shot fast path, padloss.fastpath,
+        before it reruns a plan)."""
         return (self.epoch == registry.epoch and self.backend.availability()[0]
                 and not (self.skipped and any([b.availability()[0] for b in self.skipped])))
 

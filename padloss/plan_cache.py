@@ -73,7 +73,8 @@ class PlanCache:
         """Count a hit on a plan the caller fetched in ``generation`` and kept, and
         make it the most recently used; False (nothing counted) when a plan was
         removed since, as it may have been this one, or the plan was never held
-        (``max_size`` 0). Cheaper than :meth:`get` when the caller has the plan."""
+        (``max_size`` 0). Cheaper than :meth:`get` when the caller has the plan
+        (the one-shot fast path, padloss.fastpath.run_once)."""
         with self._lock:
             if generation != self.generation:
                 return False
