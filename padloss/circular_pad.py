@@ -43,7 +43,8 @@ def padding_values(padding: Any) -> tuple[int, int, int, int]:
         values = list(padding)
     except TypeError:
         raise invalid_argument(OP, "padding", f"must be a sequence of 4 integers "
-                                              f"[left, right, top, bottom], not {type(padding).__name__}")
+                                              f"[left, right, top, bottom], not {type(padding).__name__}"
+                               ) from None
     if len(values) != 4:
         raise invalid_argument(OP, "padding", f"must hold 4 integers [left, right, top, bottom], "
                                               f"got {len(values)}")
@@ -54,7 +55,7 @@ def padding_values(padding: Any) -> tuple[int, int, int, int]:
                 raise TypeError
             pads.append(operator.index(v))
         except TypeError:
-            raise invalid_argument(OP, "padding", f"values must be integers, got {v!r}")
+            raise invalid_argument(OP, "padding", f"values must be integers, got {v!r}") from None
     return tuple(pads)
 
 

@@ -42,7 +42,7 @@ def axis_rule_violation(size: int, pad_before: int, pad_after: int) -> str | Non
     The documented Ascend bound is ``pad < size``; negative pads follow
     PyTorch: the padded size stays >= 1 and a positive pad wraps at most once
     around the cropped extent. Not cached: torch.compile traces it with
-    symbolic sizes (repeated array calls skip validation through padloss.memo).
+    symbolic sizes (repeated array calls skip validation through padloss.fastpath).
     """
     if size + pad_before + pad_after < 1:
         return f"the padded size {size} + {pad_before} + {pad_after} must be >= 1"

@@ -41,7 +41,7 @@ def reduction_code(reduction: Any) -> int:
             raise TypeError
         code = operator.index(reduction)
     except TypeError:
-        raise invalid_argument(OP, "reduction", f"{rule}, got {reduction!r}")
+        raise invalid_argument(OP, "reduction", f"{rule}, got {reduction!r}") from None
     if code not in (0, 1, 2):
         raise invalid_argument(OP, "reduction", f"{rule}, got {code}")
     return code

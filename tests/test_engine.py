@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import padloss
+from layouts import bits
 from padloss import reference
 from padloss.dispatch import registry
 from padloss.plan_cache import PlanCache
-from layouts import bits
 
 PLUGIN_DIR = Path(__file__).parent / "plugin_fixture"
 
@@ -313,6 +313,7 @@ def test_the_private_thread_count_reader_exists_and_agrees():
 
     import numba
     from numba.np.ufunc import parallel
+
     from padloss_numba import numba_backend
 
     assert hasattr(parallel, "_get_num_threads"), "numba.np.ufunc.parallel._get_num_threads is gone"

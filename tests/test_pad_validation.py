@@ -111,7 +111,7 @@ def test_float64_and_bfloat16_accepted():
 
 
 def test_rules_hold_for_a_signature_validated_before():
-    """A repeated call skips re-validating its metadata (padloss.memo), but never a
+    """A repeated call skips re-validating its metadata (padloss.fastpath), but never a
     rule that depends on the values or the buffers themselves."""
     go, x, pads, out = good()
     padloss.circular_pad2d_backward(go, x, tuple(pads), out=out)          # remembered
