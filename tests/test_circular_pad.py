@@ -155,3 +155,27 @@ print(json.dumps({"threads": numba.get_num_threads(), "digests": digests}))
 def test_bits_do_not_depend_on_thread_count():
     runs = json_at_thread_counts(_THREADS_SCRIPT)
     assert runs[1]["digests"] == runs[2]["digests"]
+
+
+def test_layouts_add_no_compiled_variant():
+    """Contiguous, strided, channels-last, read-only, broadcast and Fortran-ordered
+    buffers all run one of two kernels per dtype and threading mode, the
+    C-contiguous one and the any-layout one, each compiled for one signature
+    (compiling on call once made up to 10 variants of each)."""
+    from padloss_numba import pad_plan
+    from padloss_numba.convert import F32
+
+    shape, pads = (2, 3, 8, 8), (1, 2, 2, 1)
+    base = np.random.default_rng(0).standard_normal((2, 3, 11, 11)).astype(np.float32)
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    channels_last = np.moveaxis(np.ascontiguousarray(np.moveaxis(base, 1, -1)), -1, 1)
+    grads = [base, np.repeat(base, 2, axis=-1)[..., ::2], channels_last, read_only,
+             np.broadcast_to(base[:1], base.shape), np.asfortranarray(base)]
+    for go in grads:
+        expected = bits(reference.circular_pad2d_backward(go, shape, pads))
+        for out in (np.empty(shape, np.float32), np.empty((3, 2, 8, 8), np.float32).transpose(1, 0, 2, 3)):
+            np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go, out, pads, out=out)),
+                                          expected)
+    for layout in "CA":
+        assert len(pad_plan._kernel(F32, False, layout).signatures) == 1

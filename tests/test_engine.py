@@ -355,7 +355,7 @@ out = padloss.circular_pad2d_backward(go, np.empty((2, 3, 8, 8), np.float32), (1
 x = np.arange(6, dtype=np.float32).reshape(2, 3)
 _, l1 = padloss.l1_loss_backward_get_workspace_size(np.float32(1), x, np.zeros(3, np.float32), "sum",
                                                     np.empty((2, 3), np.float32))
-kernels = [_kernel(2, False), l1._plan._kernel]   # the L1 plan compiles its exact signature
+kernels = [_kernel(2, False, "C"), l1._plan._kernel]   # the L1 plan compiles its exact signature
 print(json.dumps({"hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
                   "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels),
                   "corner": float(out[0, 0, 0, 0]), "l1": l1.run().tolist()}))

@@ -3,16 +3,50 @@ from __future__ import annotations
 
 import functools
 
+import numba
 import numpy as np
 
+from padloss.arrays import TensorMeta
 from padloss.geometry import circular_axis
 from padloss.problem import Problem
 
-from .convert import STORAGE_CODE, STORAGE_VIEW
+from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
 from .pad_kernel import accumulator_dtype, make_kernel
 
-_kernel = functools.lru_cache(maxsize=None)(make_kernel)
+
+def c_contiguous(meta: TensorMeta) -> bool:
+    """NumPy's C_CONTIGUOUS flag from metadata (size-1 dims take any stride), which
+    decides whether Numba types the array as layout "C"."""
+    step = 1
+    for n, s in zip(reversed(meta.shape), reversed(meta.strides)):
+        if n != 1 and s != step:
+            return False
+        step *= n
+    return True
+
+
+# What the kernel reads each storage kind's elements as (float16/bfloat16 as uint16 bits).
+_ELEMENT = {F16: numba.uint16, BF16: numba.uint16, F32: numba.float32, F64: numba.float64}
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(kind: int, parallel: bool, layout: str):
+    """The kernel for one storage kind, threading mode and layout ("C" when both
+    buffers are C-contiguous, else "A"), compiled for that one signature with
+    compiling on call switched off: grad_output typed read-only and every array
+    possibly unaligned, so writable or aligned buffers convert to it at call time
+    and no writability, alignment or strided layout adds a compiled variant
+    (there were up to 10 per kind and threading mode). One dispatcher per
+    signature, as in l1_plan."""
+    kernel = make_kernel(kind, parallel)
+    element = _ELEMENT[kind]
+    kernel.compile((numba.types.Array(element, 4, layout, readonly=True, aligned=False),
+                    numba.types.Array(element, 4, layout, aligned=False),
+                    numba.types.Array(numba.int64, 1, "C"), numba.types.Array(numba.uint8, 1, "C")))
+    kernel.disable_compile()
+    return kernel
+
 
 # Row chunks per thread: enough to balance uneven chunks (band rows cost ~3x a copy).
 CHUNKS_PER_THREAD = 4
@@ -36,7 +70,8 @@ class CircularPadPlan:
         self._view = STORAGE_VIEW.get(grad_input.dtype)   # float16/bfloat16 travel as uint16 bits
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
-        self._kernel = _kernel(kind, self._parallel)
+        layout = "C" if c_contiguous(grad_output) and c_contiguous(grad_input) else "A"
+        self._kernel = _kernel(kind, self._parallel, layout)
         rows = CHUNKS_PER_THREAD * threads if self._parallel else 1
         self.workspace_size = rows * w.padded * np.dtype(accumulator_dtype(kind)).itemsize
 
