@@ -228,6 +228,16 @@ def test_l1_loss_gradients_are_padlosss(case):
     torch.testing.assert_close(x.grad.double(), tx.grad.double(), rtol=tol * 10, atol=tol * 10)
 
 
+def test_l1_loss_takes_the_aclnn_reduction_codes_too():
+    x = rand((3, 4), torch.float32, 1, requires_grad=True)
+    t = rand((3, 4), torch.float32, 2)
+    for code, name in ((0, "none"), (1, "mean"), (2, "sum")):
+        by_code, by_name = pt.l1_loss(x, t, code), pt.l1_loss(x, t, name)
+        assert torch.equal(by_code, by_name)
+        (g_code,), (g_name,) = (torch.autograd.grad(v.sum(), x) for v in (by_code, by_name))
+        assert torch.equal(g_code, g_name)
+
+
 def test_only_the_target_may_need_a_gradient():
     x, t = rand((3, 4), torch.float32, 1), rand((3, 4), torch.bfloat16, 2, requires_grad=True)
     pt.l1_loss(x, t, "sum").backward()

@@ -70,6 +70,9 @@ def check_l1_loss(input: torch.Tensor, target: torch.Tensor) -> tuple[tuple[int,
                                     (ops.dtype_name(target.dtype), tuple(target.shape), target.device)))
 
 
+REDUCTION_NAMES = {code: name for name, code in l1_rules.REDUCTIONS.items()}   # torch's forward takes names
+
+
 class _L1Loss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, target, reduction, code, shape, promoted):
@@ -107,6 +110,7 @@ def l1_loss(input: torch.Tensor, target: torch.Tensor, reduction: str = "mean") 
     for both arguments: ``sign(input - target) * grad`` (divided by the element
     count for "mean") in float32 (float64 for float64), rounded once to nearest
     even; the target's gradient is its negation, summed where it was broadcast."""
-    code = l1_rules.reduction_code(reduction)
+    code = l1_rules.reduction_code(reduction)   # padloss also takes the aclnn codes 0, 1, 2
     shape, promoted = check_l1_loss(input, target)
-    return _L1Loss.apply(input, target, reduction, code, torch.Size(shape), getattr(torch, promoted))
+    return _L1Loss.apply(input, target, REDUCTION_NAMES[code], code, torch.Size(shape),
+                         getattr(torch, promoted))
