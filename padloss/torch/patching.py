@@ -18,6 +18,7 @@ import threading
 import torch
 import torch.nn.functional as F
 
+from padloss import l1_loss as l1_rules
 from padloss.errors import PadlossError
 
 from . import functional
@@ -33,8 +34,7 @@ def _grad_wanted(*tensors) -> bool:
 
 def _padloss_pads(input, pad) -> tuple | None:
     """The pads padloss takes this F.pad call with, or None to leave it to torch."""
-    if (not isinstance(input, torch.Tensor) or type(input) is not torch.Tensor
-            and torch.overrides.has_torch_function_unary(input)):
+    if not isinstance(input, torch.Tensor) or torch.overrides.has_torch_function_unary(input):
         return None
     if len(pad) != 4 or input.dim() not in (3, 4) or not _grad_wanted(input):
         return None
@@ -60,7 +60,7 @@ def _padloss_takes_l1(input, target, reduction) -> bool:
         return False
     if torch.overrides.has_torch_function_variadic(input, target):
         return False
-    if reduction not in ("none", "mean", "sum") or not _grad_wanted(input, target):
+    if reduction not in tuple(l1_rules.REDUCTIONS) or not _grad_wanted(input, target):
         return False
     try:
         functional.check_l1_loss(input, target)
