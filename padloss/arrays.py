@@ -83,11 +83,11 @@ def _numpy_meta(op: str, name: str, arr: np.ndarray) -> TensorMeta:
 
 def torch_cpu_view(op: str, name: str, t: Any) -> np.ndarray:
     """NumPy view of a CPU tensor's memory; bfloat16 goes through an int16 view."""
-    import torch  # already imported by the caller, or t would not be a tensor
-
-    t = t.detach()
+    torch = sys.modules["torch"]   # imported by the caller, or t would not be a tensor
+    if t.requires_grad:
+        t = t.detach()
     try:
-        if t.dtype == torch.bfloat16:
+        if t.dtype is torch.bfloat16:
             return t.view(torch.int16).numpy().view(BFLOAT16)
         return t.numpy()
     except (TypeError, RuntimeError) as exc:

@@ -296,6 +296,20 @@ def test_bad_input_fails_in_the_forward_with_padlosss_error():
     assert x.grad is None
 
 
+def test_forward_checks_remember_only_valid_verdicts():
+    """The forward's checks are remembered per metadata: a refused call raises
+    every time, also after valid calls of the same shapes and dtypes."""
+    x = rand((2, 4, 4), torch.float32, requires_grad=True)
+    for _ in range(2):
+        pt.l1_loss(x, x.detach()).backward()
+        _refused(lambda: pt.l1_loss(x, rand((3,), torch.float32)), "target", "does not broadcast")
+        pt.circular_pad2d(x, 3).sum().backward()
+        _refused(lambda: pt.circular_pad2d(x, 4), "padding", "smaller than the input size 4")
+    counts = torch.ones(1, 4, 4, requires_grad=True)   # times each element appears in the pad
+    F.pad(counts, (3, 3, 3, 3), mode="circular").sum().backward()
+    assert torch.equal(x.grad, 2 * counts.grad.expand(2, 4, 4))   # L1's are 0: sign(x - x)
+
+
 def test_compiled_forward_refuses_with_padlosss_error():
     x = rand((2, 4, 4), torch.float32, requires_grad=True)
     compiled = torch.compile(lambda v: pt.circular_pad2d(v, 4).sum(), backend="eager")

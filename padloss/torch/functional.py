@@ -12,6 +12,7 @@ call, more than a tiny kernel costs.
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import torch
@@ -32,9 +33,27 @@ def pad_values(padding: int | Sequence[int]) -> tuple[int, int, int, int]:
     return pad_rules.padding_values(padding)
 
 
+def _remembered(check):
+    """``check`` (a pure function of metadata) with its verdicts on valid calls
+    remembered: a tiny forward pays a dict lookup, not the rules (~6 us). An
+    invalid call is checked, and raises, every time; under torch.compile the
+    rules are traced as they are (Dynamo warns on lru_cache)."""
+    remembered = functools.lru_cache(maxsize=1024)(check)
+
+    @functools.wraps(check)
+    def checked(*metadata):
+        return check(*metadata) if torch.compiler.is_compiling() else remembered(*metadata)
+    return checked
+
+
+@_remembered
+def _pad_verdict(shape: torch.Size, dtype: torch.dtype, pads: tuple[int, int, int, int]) -> None:
+    pad_rules.check_metadata(tuple(shape), ops.dtype_name(dtype), pads)
+
+
 def check_circular_pad2d(input: torch.Tensor, pads: tuple[int, int, int, int]) -> None:
     """padloss's rules for this forward (raises PadlossError naming the rule)."""
-    pad_rules.check_metadata(tuple(input.shape), ops.dtype_name(input.dtype), pads)
+    _pad_verdict(input.shape, input.dtype, pads)
 
 
 class _CircularPad2d(torch.autograd.Function):
@@ -61,13 +80,18 @@ def circular_pad2d(input: torch.Tensor, padding: int | Sequence[int]) -> torch.T
     return _CircularPad2d.apply(input, pads)
 
 
+@_remembered
+def _l1_verdict(input_dtype: torch.dtype, input_shape: torch.Size, target_dtype: torch.dtype,
+                target_shape: torch.Size, device: torch.device, target_device: torch.device):
+    input_name = ops.dtype_name(input_dtype)
+    return l1_rules.check_metadata(((input_name, (), device), (input_name, tuple(input_shape), device),
+                                    (ops.dtype_name(target_dtype), tuple(target_shape), target_device)))
+
+
 def check_l1_loss(input: torch.Tensor, target: torch.Tensor) -> tuple[tuple[int, ...], str]:
     """padloss's rules for this forward; return B and P. grad_output will be the
     loss's gradient: 0-d for mean and sum, B for none (it broadcasts either way)."""
-    input_dtype = ops.dtype_name(input.dtype)
-    return l1_rules.check_metadata(((input_dtype, (), input.device),
-                                    (input_dtype, tuple(input.shape), input.device),
-                                    (ops.dtype_name(target.dtype), tuple(target.shape), target.device)))
+    return _l1_verdict(input.dtype, input.shape, target.dtype, target.shape, input.device, target.device)
 
 
 REDUCTION_NAMES = {code: name for name, code in l1_rules.REDUCTIONS.items()}   # torch's forward takes names
@@ -100,7 +124,8 @@ def _gradient_for(ctx, like: torch.Tensor, grad, input, target) -> torch.Tensor:
     rounded once into like's dtype where like was not broadcast, else computed
     in the promoted dtype, summed over the broadcast dims, then cast."""
     if like.shape == ctx.shape:
-        return ops.l1_backward(grad, input, target, ctx.code, like.dtype, ctx.shape)
+        dtype = None if like.dtype == ctx.promoted else like.dtype   # None: the promoted dtype
+        return ops.l1_backward(grad, input, target, ctx.code, dtype, ctx.shape)
     return (ops.l1_backward(grad, input, target, ctx.code, ctx.promoted, ctx.shape)
             .sum_to_size(like.shape).to(like.dtype))
 
