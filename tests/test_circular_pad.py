@@ -162,7 +162,7 @@ def test_layouts_add_no_compiled_variant():
     buffers all run one of two kernels per dtype and threading mode, the
     C-contiguous one and the any-layout one, each compiled for one signature
     (compiling on call once made up to 10 variants of each)."""
-    from padloss_numba import pad_plan
+    from padloss_numba import pad_kernel, pad_plan
     from padloss_numba.convert import F32
 
     shape, pads = (2, 3, 8, 8), (1, 2, 2, 1)
@@ -177,5 +177,7 @@ def test_layouts_add_no_compiled_variant():
         for out in (np.empty(shape, np.float32), np.empty((3, 2, 8, 8), np.float32).transpose(1, 0, 2, 3)):
             np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go, out, pads, out=out)),
                                           expected)
+    bodies = pad_kernel.chunk_body(F32).signatures
+    assert len(bodies) == 2 and {b[0].layout for b in bodies} == set("CA")   # shared by both entries
     for layout in "CA":
-        assert len(pad_plan._kernel(F32, False, layout).signatures) == 1
+        assert len(pad_plan._kernel(F32, False, layout)[0].signatures) == 1

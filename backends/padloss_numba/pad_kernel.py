@@ -20,12 +20,14 @@ atomic reference-count updates, ~50 ns a row, which dominated small tensors.
 So the kernel allocates nothing; its row buffers come from the caller's
 workspace (one per chunk of rows, ``W'`` elements each, as pad_plan sizes it).
 
-``make_kernel(kind, parallel)`` instantiates the source for one storage kind
-(float16/bfloat16 arrive as uint16 bits) and one threading mode; ``kind`` and
-``parallel`` are closure constants, which Numba folds and keys its on-disk
-cache on.
+``chunk_body(kind)`` instantiates the source for one storage kind
+(float16/bfloat16 arrive as uint16 bits), a closure constant that Numba folds
+and keys its on-disk cache on; ``make_kernel(kind, parallel)`` the serial or
+the parallel entry point that calls it by address (padloss_numba.indirect).
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from numba import njit, prange
@@ -34,6 +36,7 @@ from padloss import rules
 
 from .convert import F32, F64, load, store_half_away, store_nearest_even
 from .disk_cache import ENABLED as CACHE
+from .indirect import call_body
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
 # hardware: padloss.rules.PAD_FINAL_ROUNDING names it (disk_cache hashes rules.py too).
@@ -109,51 +112,66 @@ def accumulator_dtype(kind: int):
 
 
 def make_kernel(kind: int, parallel: bool):
-    """Compile-on-first-call kernel ``kernel(grad_output, grad_input, axes, workspace)``.
+    """Compile-on-first-call entry ``kernel(grad_output, grad_input, axes, workspace,
+    body, chunks)`` (the serial one takes no ``chunks``): runs ``chunk_body(kind)``,
+    compiled for these argument types, whose address is ``body``
+    (padloss_numba.indirect), on each of ``chunks`` pieces of the rows, in
+    parallel or (the serial entry) as one piece.
 
     Arrays are 4-D (N, C, H', W') and (N, C, H, W); ``axes`` holds 8 int64s,
     (crop, kept, before, after) of padloss.geometry.CircularAxis for the height,
     then for the width (an array: Numba unboxes tuple arguments more slowly);
-    ``workspace`` is 8-byte-aligned uint8 holding ``row_buffers`` rows of W'
-    accumulators: one for each piece the rows are split into for the threads
-    (the serial twin uses one). The thread count is read by the caller, not
-    here: reading it inside a kernel makes Numba refuse to cache it on disk.
+    ``workspace`` is 8-byte-aligned uint8 holding ``chunks`` rows of W'
+    accumulators. The caller picks ``chunks`` from the thread count: reading it
+    inside a kernel makes Numba refuse to cache it on disk.
     """
+    if parallel:
+        def kernel(go, gi, axes, workspace, body, chunks):
+            for chunk in prange(chunks):
+                call_body(body, (go, gi, axes, workspace, np.int64(chunk), chunks))
+    else:
+        def kernel(go, gi, axes, workspace, body):
+            call_body(body, (go, gi, axes, workspace, np.int64(0), np.int64(1)))
+
+    return njit(parallel=parallel, cache=CACHE, nogil=True, _nrt=False)(kernel)
+
+
+@functools.lru_cache(maxsize=None)
+def chunk_body(kind: int):
+    """``body(grad_output, grad_input, axes, workspace, chunk, chunks)``: the rows of
+    piece ``chunk`` of ``chunks``, with workspace row ``chunk`` as its row buffer.
+    Compiled once per storage kind and layout and called by address from both
+    entry points (see padloss_numba.indirect)."""
     acc_kind = F64 if kind == F64 else F32
     acc_dtype = accumulator_dtype(kind)
 
-    def kernel(go, gi, axes, workspace):
+    def body(go, gi, axes, workspace, chunk, chunks):
         h_crop, h_kept, h_before, h_after = axes[0], axes[1], axes[2], axes[3]
         w_crop, w_kept, w_before, w_after = axes[4], axes[5], axes[6], axes[7]
         n_chan, height, width = gi.shape[1], gi.shape[2], go.shape[3]
         rows = gi.shape[0] * n_chan * height
-        row_buffers = workspace.view(acc_dtype)
-        chunks = min(rows, row_buffers.shape[0] // width) if parallel else 1
-        row_buffers = row_buffers[:chunks * width].reshape((chunks, width))
-        for chunk in prange(chunks):
-            acc = row_buffers[chunk:chunk + 1]
-            first, end = chunk * rows // chunks, (chunk + 1) * rows // chunks
-            for plane in range(first // height, (end + height - 1) // height):
-                n, ch = divmod(plane, n_chan)
-                src, out = go[n, ch], gi[n, ch]               # one view per plane, not per row
-                for h in range(max(first - plane * height, 0), min(end - plane * height, height)):
-                    c = h - h_crop
-                    if c < 0 or c >= h_kept:                   # a cropped row
-                        _fill_zero(out, h, 0, out.shape[1], kind)
-                        continue
-                    k = h_before + c                           # its centre row in gradOutput
-                    if c < h_after:                            # the bottom band wraps onto it
-                        if c >= h_kept - h_before:             # and the top band too
-                            _sum3(acc, 0, 0, src, k, 0, src, k - h_kept, 0, src, k + h_kept, 0, width,
-                                  kind, acc_kind)
-                        else:
-                            _sum2(acc, 0, 0, src, k, 0, src, k + h_kept, 0, width, kind, acc_kind)
-                    elif c >= h_kept - h_before:               # only the top band
-                        _sum2(acc, 0, 0, src, k, 0, src, k - h_kept, 0, width, kind, acc_kind)
-                    else:                                      # no partner: fold gradOutput's row directly
-                        _fold_columns(src, k, kind, out, h, kind, w_crop, w_kept, w_before, w_after)
-                        continue
-                    _fold_columns(acc, 0, acc_kind, out, h, kind, w_crop, w_kept, w_before, w_after)
+        first, end = chunk * rows // chunks, (chunk + 1) * rows // chunks
+        acc = workspace.view(acc_dtype)[chunk * width:(chunk + 1) * width].reshape((1, width))
+        for plane in range(first // height, (end + height - 1) // height):
+            n, ch = divmod(plane, n_chan)
+            src, out = go[n, ch], gi[n, ch]               # one view per plane, not per row
+            for h in range(max(first - plane * height, 0), min(end - plane * height, height)):
+                c = h - h_crop
+                if c < 0 or c >= h_kept:                   # a cropped row
+                    _fill_zero(out, h, 0, out.shape[1], kind)
+                    continue
+                k = h_before + c                           # its centre row in gradOutput
+                if c < h_after:                            # the bottom band wraps onto it
+                    if c >= h_kept - h_before:             # and the top band too
+                        _sum3(acc, 0, 0, src, k, 0, src, k - h_kept, 0, src, k + h_kept, 0, width,
+                              kind, acc_kind)
+                    else:
+                        _sum2(acc, 0, 0, src, k, 0, src, k + h_kept, 0, width, kind, acc_kind)
+                elif c >= h_kept - h_before:               # only the top band
+                    _sum2(acc, 0, 0, src, k, 0, src, k - h_kept, 0, width, kind, acc_kind)
+                else:                                      # no partner: fold gradOutput's row directly
+                    _fold_columns(src, k, kind, out, h, kind, w_crop, w_kept, w_before, w_after)
+                    continue
+                _fold_columns(acc, 0, acc_kind, out, h, kind, w_crop, w_kept, w_before, w_after)
 
-    return njit(parallel=parallel, cache=CACHE, nogil=True, _nrt=False)(kernel)
-
+    return njit(cache=CACHE, nogil=True, _nrt=False)(body)

@@ -11,8 +11,9 @@ from padloss.geometry import circular_axis
 from padloss.problem import Problem
 
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
+from .indirect import address
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
-from .pad_kernel import accumulator_dtype, make_kernel
+from .pad_kernel import accumulator_dtype, chunk_body, make_kernel
 
 
 def c_contiguous(meta: TensorMeta) -> bool:
@@ -32,20 +33,25 @@ _ELEMENT = {F16: numba.uint16, BF16: numba.uint16, F32: numba.float32, F64: numb
 
 @functools.lru_cache(maxsize=None)
 def _kernel(kind: int, parallel: bool, layout: str):
-    """The kernel for one storage kind, threading mode and layout ("C" when both
-    buffers are C-contiguous, else "A"), compiled for that one signature with
-    compiling on call switched off: grad_output typed read-only and every array
+    """The entry point for one storage kind, threading mode and layout ("C" when
+    both buffers are C-contiguous, else "A"), and the address of the body it
+    calls (shared by the serial and the parallel entry), each compiled for that
+    one signature, compiling on call switched off for the entry: grad_output typed read-only and every array
     possibly unaligned, so writable or aligned buffers convert to it at call time
     and no writability, alignment or strided layout adds a compiled variant
     (there were up to 10 per kind and threading mode). One dispatcher per
     signature, as in l1_plan."""
-    kernel = make_kernel(kind, parallel)
     element = _ELEMENT[kind]
-    kernel.compile((numba.types.Array(element, 4, layout, readonly=True, aligned=False),
-                    numba.types.Array(element, 4, layout, aligned=False),
-                    numba.types.Array(numba.int64, 1, "C"), numba.types.Array(numba.uint8, 1, "C")))
+    arrays = (numba.types.Array(element, 4, layout, readonly=True, aligned=False),
+              numba.types.Array(element, 4, layout, aligned=False),
+              numba.types.Array(numba.int64, 1, "C"), numba.types.Array(numba.uint8, 1, "C"))
+    body = chunk_body(kind)
+    body_signature = arrays + (numba.int64, numba.int64)
+    body.compile(body_signature)
+    kernel = make_kernel(kind, parallel)
+    kernel.compile(arrays + ((numba.int64, numba.int64) if parallel else (numba.int64,)))
     kernel.disable_compile()
-    return kernel
+    return kernel, address(body, body_signature)
 
 
 # Row chunks per thread: enough to balance uneven chunks (band rows cost ~3x a copy).
@@ -71,9 +77,11 @@ class CircularPadPlan:
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
         layout = "C" if c_contiguous(grad_output) and c_contiguous(grad_input) else "A"
-        self._kernel = _kernel(kind, self._parallel, layout)
-        rows = CHUNKS_PER_THREAD * threads if self._parallel else 1
-        self.workspace_size = rows * w.padded * np.dtype(accumulator_dtype(kind)).itemsize
+        self._kernel, self._body = _kernel(kind, self._parallel, layout)
+        rows = grad_input.size // width
+        # pieces of the rows for the threads, each with a row buffer in the workspace
+        self._chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
+        self.workspace_size = self._chunks * w.padded * np.dtype(accumulator_dtype(kind)).itemsize
 
     def run(self, buffers: tuple, workspace: np.ndarray, stream) -> None:
         go, gi = buffers
@@ -82,9 +90,9 @@ class CircularPadPlan:
         if self._rank3:
             go, gi = go[None], gi[None]
         if self._parallel:
-            launch_parallel(self._kernel, go, gi, self._axes, workspace)
+            launch_parallel(self._kernel, go, gi, self._axes, workspace, self._body, self._chunks)
         else:
-            self._kernel(go, gi, self._axes, workspace)
+            self._kernel(go, gi, self._axes, workspace, self._body)
 
 
 def compile_circular_pad2d_backward(problem: Problem, threads: int) -> CircularPadPlan:

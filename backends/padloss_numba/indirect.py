@@ -1,0 +1,54 @@
+"""Kernel bodies compiled once and called by address from thin entry points.
+
+Numba compiles a function that calls another jitted function by linking the
+callee's code into the caller's, then optimising and emitting all of it again;
+a parallel loop does so twice (its worker function, then the caller). A kernel
+body of a few hundred lines then costs its compile time three times over: once
+in the serial kernel and twice in the parallel one (measured: 7.5 s for the
+parallel pad kernel's first call, float32, against 0.8 s for a small reference
+kernel).
+
+So an op's body is an ordinary ``@njit`` function, compiled for one exact
+signature, and the serial and the parallel entry points call it through
+:func:`call_body`, by the address of its compiled code (:func:`address`),
+which the plan passes in as an int64: they link nothing, compile in a fraction
+of a second, and share the body. The address is a run-time argument, so the
+entry points stay cacheable on disk. The call uses Numba's own calling
+convention, so the body sees its arguments exactly as a direct call passes them.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import errors
+from numba.extending import intrinsic
+
+
+def address(dispatcher, signature: tuple) -> int:
+    """The address of ``dispatcher``'s compiled code for ``signature`` (in Numba's
+    calling convention: what :func:`call_body` calls). Numba's compile result
+    and library are internal: test_engine's cached-kernel tests fail loudly
+    if they change."""
+    result = dispatcher.overloads[tuple(signature)]
+    return result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
+
+
+@intrinsic
+def call_body(typingctx, body, args):
+    """Call the function at address ``body`` (an int64, from :func:`address`) on the
+    tuple ``args``, whose types must be exactly those the body was compiled for;
+    the body returns nothing and raises nothing (an exception it set is lost)."""
+    if not isinstance(body, types.Integer) or not isinstance(args, types.BaseTuple):
+        raise errors.TypingError("call_body(body, (args...)) takes an integer address and a tuple")
+
+    def codegen(context, builder, sig, llargs):
+        address_value, packed = llargs
+        arg_types = list(sig.args[1])
+        values = [builder.extract_value(packed, i) for i in range(len(arg_types))]
+        call_conv = context.call_conv
+        function_type = call_conv.get_function_type(types.none, arg_types)
+        function = builder.inttoptr(address_value, ir.PointerType(function_type))
+        call_conv.call_function(builder, function, types.none, arg_types, values)
+        return context.get_dummy_value()
+
+    return types.void(body, args), codegen
