@@ -52,3 +52,4 @@ def call_body(typingctx, body, args):
         return context.get_dummy_value()
 
     return types.void(body, args), codegen
+

@@ -16,11 +16,14 @@ conversions, bfloat16 with integer shifts). A large output with unit inner
 stride is streamed (``nontemporal``): each item's elements are computed in
 runs into a small staging buffer, which drains in non-temporal line stores.
 
-``make_kernel(kinds, promoted, parallel, exact)`` instantiates the source for one
+``chunk_body(kinds, promoted, exact)`` instantiates the source for one
 combination of storage kinds (closure constants, which Numba folds and keys its
-on-disk cache on).
+on-disk cache on); ``make_kernel(parallel)`` the serial or the parallel entry
+point that calls it by address (padloss_numba.indirect).
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from numba import njit, prange, types
@@ -29,6 +32,7 @@ from numba.extending import overload
 
 from .convert import F64, load, store_exact, store_nearest_even
 from .disk_cache import ENABLED as CACHE
+from .indirect import call_body
 from .nontemporal import STAGE_BYTES, drain, fence, lead_in
 
 INT = 4    # storage kind of an integer or bool input (bool travels as uint8)
@@ -196,73 +200,122 @@ def _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs, x,
         _row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1, coef)
 
 
-def make_kernel(kinds: tuple[int, int, int, int], promoted: int, parallel: bool, exact: bool):
-    """Compile-on-first-call ``kernel(go, self, target, out, nest, coef)``.
+# Slots of the loop nest after the shape and the strides (see make_kernel).
+STARTS, BLOCK, CHUNKS, STREAM, BODY = 5 * RANK, 5 * RANK + 4, 5 * RANK + 5, 5 * RANK + 6, 5 * RANK + 7
+NEST_SIZE = 5 * RANK + 8
+
+
+def make_kernel(parallel: bool):
+    """Compile-on-first-call entry ``kernel(go, self, target, out, nest, coef)``:
+    runs the body at address ``nest[BODY]`` (``chunk_body``, compiled for these
+    argument types; padloss_numba.indirect) on each of the ``nest[CHUNKS]``
+    pieces of the work, in parallel or (the serial entry) as one piece.
+
+    ``nest`` holds NEST_SIZE int64s: the loop shape (``RANK`` dims), each array's
+    strides over it (4 x ``RANK``), each array's offset of element 0 (4, from
+    STARTS), the inner block length, how many pieces the work is split into
+    (the serial entry runs one), whether to stream the output (non-temporal
+    stores, see ``nontemporal``; the output's inner stride must then be 1),
+    and the body's address. One array, not tuples or scalars: Numba unboxes
+    nested tuples slowly (~1 us a call), every argument costs ~0.05 us, and
+    parallel regions take arrays. The caller reads the thread count, since reading it here
+    would keep Numba from caching the kernel on disk.
+    """
+    if parallel:
+        def kernel(go, x, t, out, nest, coef):
+            chunks = nest[CHUNKS]
+            for chunk in prange(chunks):
+                call_body(nest[BODY], (go, x, t, out, nest, coef, np.int64(chunk), chunks))
+    else:
+        def kernel(go, x, t, out, nest, coef):
+            call_body(nest[BODY], (go, x, t, out, nest, coef, np.int64(0), np.int64(1)))
+
+    return njit(parallel=parallel, cache=CACHE, nogil=True)(kernel)
+
+
+@functools.lru_cache(maxsize=None)
+def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool):
+    """``body(go, self, target, out, nest, coef, chunk, chunks)`` (see ``_work``),
+    compiled once per dtype mix and shared by both entry points."""
+    return njit(cache=CACHE, nogil=True)(_work(kinds, promoted, exact))
+
+
+@functools.lru_cache(maxsize=None)
+def streaming_kernel(kinds: tuple[int, int, int, int], promoted: int, exact: bool):
+    """A parallel kernel with the entry points' arguments (``nest[BODY]`` unused) and the
+    work inlined into its parallel loop, for plans that stream their output:
+    called by address, the same code ran the staged non-temporal path 1.9x
+    slower (the other paths alike; not from aliasing, allocation or the
+    non-temporal stores themselves, the cause is not found), so these plans keep
+    the full kernel and its longer compile (~2x the body's)."""
+    work = njit(inline="always")(_work(kinds, promoted, exact))
+
+    def kernel(go, x, t, out, nest, coef):
+        chunks = nest[CHUNKS]
+        for chunk in prange(chunks):
+            work(go, x, t, out, nest, coef, np.int64(chunk), chunks)
+
+    return njit(parallel=True, cache=CACHE, nogil=True)(kernel)
+
+
+def _work(kinds: tuple[int, int, int, int], promoted: int, exact: bool):
+    """The Python source of ``body(go, self, target, out, nest, coef, chunk, chunks)``:
+    the work items of piece ``chunk`` of ``chunks``.
 
     ``kinds`` are the storage kinds of (grad_output, self, target, grad_input);
     ``promoted`` is P's kind; ``exact`` says every result is representable in the
-    output dtype, so its store needs no rounding (see ``_store``). ``nest`` holds
-    5 * ``RANK`` + 7 int64s: the loop shape (``RANK`` dims), each array's strides
-    over it (4 x ``RANK``), each array's offset of element 0 (4), the inner block
-    length, how many pieces the work is split into (the serial twin runs one), and
-    whether to stream the output (non-temporal stores, see ``nontemporal``; the
-    output's inner stride must then be 1). One array, not tuples or scalars:
-    Numba unboxes nested tuples slowly (~1 us a call), every argument costs
-    ~0.05 us, and parallel regions take arrays. The caller reads the thread
-    count, since reading it here would keep Numba from caching the kernel on disk.
+    output dtype, so its store needs no rounding (see ``_store``).
     """
     gk, xk, tk, ok = kinds
     pk = promoted
 
-    def kernel(go, x, t, out, nest, coef):
+    def body(go, x, t, out, nest, coef, chunk, chunks):
         dims = nest[:RANK]
-        steps = nest[RANK:5 * RANK].reshape((4, RANK))
-        starts = nest[5 * RANK:5 * RANK + 4]
-        block, chunks, stream = nest[5 * RANK + 4], nest[5 * RANK + 5], nest[5 * RANK + 6] != 0
+        steps = nest[RANK:STARTS].reshape((4, RANK))
+        starts = nest[STARTS:STARTS + 4]
+        block, stream = nest[BLOCK], nest[STREAM] != 0
         inner = dims[RANK - 1]
         rows = 1
         for k in range(RANK - 1):
             rows *= dims[k]
         per_row = (inner + block - 1) // block
         items = rows * per_row                # work items: (row, block of the inner dim)
-        n_chunks = min(items, chunks) if parallel else 1
         gs, xs, ts, os = steps[0, RANK - 1], steps[1, RANK - 1], steps[2, RANK - 1], steps[3, RANK - 1]
         stage_len = STAGE_BYTES // out.itemsize
-        for chunk in prange(n_chunks):
-            first = chunk * items // n_chunks
-            index = np.empty(RANK - 1, np.int64)
-            offsets = np.empty(4, np.int64)
-            stage = np.empty(stage_len if stream else 0, out.dtype)
-            # the row's grad term when grad_output does not change along it (see _elements):
-            # typed here, set per row only then
-            g_raw, g_rounded, fixed = coef, load(ok, store_nearest_even(ok, coef)), PER_ELEMENT
-            _seek(first // per_row, index, offsets, dims, steps, starts)
-            blk = first % per_row
-            for _ in range(first, (chunk + 1) * items // n_chunks):
-                j0 = blk * block
-                j1 = min(inner, j0 + block)
-                g0, x0, t0, o0 = offsets[0], offsets[1], offsets[2], offsets[3]
-                if gs == 0:                   # the 0-d grad of mean/sum, or broadcast: round once
-                    g_raw = load_input(gk, pk, go[g0]) * coef
-                    g_rounded = load(ok, store_nearest_even(ok, g_raw))
-                    past_range = np.isinf(g_rounded) and not np.isinf(g_raw)
-                    fixed = FIXED_UNROUNDED if past_range else FIXED_ROUNDED
-                lead = lead_in(out, o0 + j0) if stream else -1
-                if lead < 0:
+        first = chunk * items // chunks
+        index = np.empty(RANK - 1, np.int64)
+        offsets = np.empty(4, np.int64)
+        stage = np.empty(stage_len if stream else 0, out.dtype)
+        # the row's grad term when grad_output does not change along it (see _elements):
+        # typed here, set per row only then
+        g_raw, g_rounded, fixed = coef, load(ok, store_nearest_even(ok, coef)), PER_ELEMENT
+        _seek(first // per_row, index, offsets, dims, steps, starts)
+        blk = first % per_row
+        for _ in range(first, (chunk + 1) * items // chunks):
+            j0 = blk * block
+            j1 = min(inner, j0 + block)
+            g0, x0, t0, o0 = offsets[0], offsets[1], offsets[2], offsets[3]
+            if gs == 0:                   # the 0-d grad of mean/sum, or broadcast: round once
+                g_raw = load_input(gk, pk, go[g0]) * coef
+                g_rounded = load(ok, store_nearest_even(ok, g_raw))
+                past_range = np.isinf(g_rounded) and not np.isinf(g_raw)
+                fixed = FIXED_UNROUNDED if past_range else FIXED_ROUNDED
+            lead = lead_in(out, o0 + j0) if stream else -1
+            if lead < 0:
+                _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs,
+                          x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef)
+            else:                         # staged runs, each ending on a line boundary
+                s, e = j0, min(j1, j0 + lead)
+                while s < j1:
                     _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs,
-                              x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef)
-                else:                         # staged runs, each ending on a line boundary
-                    s, e = j0, min(j1, j0 + lead)
-                    while s < j1:
-                        _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs,
-                                  x, x0, xs, t, t0, ts, stage, -s, 1, s, e, coef)
-                        drain(out, o0 + s, stage, e - s)
-                        s, e = e, min(j1, e + stage_len)
-                blk += 1
-                if blk == per_row:
-                    blk = 0
-                    _next_row(index, offsets, dims, steps)
-            if stream:
-                fence()
+                              x, x0, xs, t, t0, ts, stage, -s, 1, s, e, coef)
+                    drain(out, o0 + s, stage, e - s)
+                    s, e = e, min(j1, e + stage_len)
+            blk += 1
+            if blk == per_row:
+                blk = 0
+                _next_row(index, offsets, dims, steps)
+        if stream:
+            fence()
 
-    return njit(parallel=parallel, cache=CACHE, nogil=True)(kernel)
+    return body

@@ -14,6 +14,7 @@ the buffers' memory (once per executor binding); ``run`` only launches.
 from __future__ import annotations
 
 import functools
+import math
 
 import numba
 import numpy as np
@@ -24,7 +25,8 @@ from padloss.problem import Problem
 from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtype
 
 from .convert import STORAGE_CODE, STORAGE_VIEW
-from .l1_kernel import INT, RANK, make_kernel
+from .indirect import address
+from .l1_kernel import BODY, INT, NEST_SIZE, RANK, chunk_body, make_kernel, streaming_kernel
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
 from .nontemporal import STREAM_MIN_BYTES
 
@@ -117,17 +119,27 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled_kernel(kinds: tuple, promoted: int, parallel: bool, exact: bool, signature: tuple):
-    """The kernel for one exact signature, compiled now, with compiling on call
-    switched off: a call whose arrays differ only in ways that convert safely
-    (writable where read-only is typed, aligned where unaligned is) then runs
-    this variant instead of compiling another; Numba's dispatcher converts only
-    when it may not compile. One dispatcher per signature, so that switch is
-    never flipped back while another thread calls."""
-    kernel = make_kernel(kinds, promoted, parallel, exact)
+def _compiled_kernel(kinds: tuple, promoted: int, parallel: bool, exact: bool, streams: bool,
+                     signature: tuple):
+    """The entry point for one exact signature, and the address of the body it
+    calls (shared by the serial and the parallel entry), compiled now, with
+    compiling on call switched off for the entry: a call whose arrays differ
+    only in ways that convert safely (writable where read-only is typed,
+    aligned where unaligned is) then runs this variant instead of compiling
+    another; Numba's dispatcher converts only when it may not compile. One
+    dispatcher per signature, so that switch is never flipped back while
+    another thread calls."""
+    if streams:   # one parallel kernel, the work inlined (see l1_kernel.streaming_kernel)
+        kernel, body = streaming_kernel(kinds, promoted, exact), 0
+    else:
+        kernel = make_kernel(parallel)
+        body_signature = signature + (numba.int64, numba.int64)
+        dispatcher = chunk_body(kinds, promoted, exact)
+        dispatcher.compile(body_signature)
+        body = address(dispatcher, body_signature)
     kernel.compile(signature)
     kernel.disable_compile()
-    return kernel
+    return kernel, body
 
 
 class L1LossBackwardPlan:
@@ -155,11 +167,15 @@ class L1LossBackwardPlan:
         chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1
         # a row longer than a chunk's share is cut into blocks, so one long row still splits
         block = max(1, min(MAX_BLOCK, -(-dims[-1] // chunks)))
+        items = math.prod(dims[:-1]) * -(-dims[-1] // block)   # work items: (row, block)
+        chunks = max(1, min(items, chunks))
         # an output far larger than the caches, walked contiguously (steps[-1]: its inner
         # stride), is streamed past them
         self.streams = (self._parallel and dims[-1] > 1 and steps[-1] == 1
                         and problem.output.size * _storage(metas[3]).itemsize >= STREAM_MIN_BYTES)
-        nest = np.array(dims + steps + starts + (block, chunks, self.streams), np.int64)   # the loop nest
+        # the loop nest, and a slot for the body's address (set below)
+        nest = np.array(dims + steps + starts + (block, chunks, self.streams, 0), np.int64)
+        assert len(nest) == NEST_SIZE
         self._constants = (nest, coef)
         kinds = tuple(storage_kind(m.dtype) for m in metas)
         signature = (tuple(_flat_type(m, writable=(i == 3)) for i, m in enumerate(metas))
@@ -167,7 +183,8 @@ class L1LossBackwardPlan:
         # sign * grad_output, unscaled (none, sum) and in the output's own dtype, is a value that
         # dtype holds: +-grad_output, or a zero or NaN
         exact = reduction != 1 and metas[0].dtype == metas[3].dtype
-        self._kernel = _compiled_kernel(kinds, STORAGE_CODE[promoted], self._parallel, exact, signature)
+        self._kernel, nest[BODY] = _compiled_kernel(kinds, STORAGE_CODE[promoted], self._parallel, exact,
+                                                    self.streams, signature)
 
     def bind(self, buffers: tuple) -> tuple:
         """The kernel's arguments for these buffers: their flat views, then the plan's."""

@@ -111,27 +111,33 @@ def accumulator_dtype(kind: int):
     return np.float64 if kind == F64 else np.float32
 
 
-def make_kernel(kind: int, parallel: bool):
-    """Compile-on-first-call entry ``kernel(grad_output, grad_input, axes, workspace,
-    body, chunks)`` (the serial one takes no ``chunks``): runs ``chunk_body(kind)``,
-    compiled for these argument types, whose address is ``body``
-    (padloss_numba.indirect), on each of ``chunks`` pieces of the rows, in
-    parallel or (the serial entry) as one piece.
+# Slots of the kernels' ``axes`` array after the eight of the geometry.
+BODY, CHUNKS = 8, 9
+AXES_SIZE = 10
 
-    Arrays are 4-D (N, C, H', W') and (N, C, H, W); ``axes`` holds 8 int64s,
-    (crop, kept, before, after) of padloss.geometry.CircularAxis for the height,
-    then for the width (an array: Numba unboxes tuple arguments more slowly);
-    ``workspace`` is 8-byte-aligned uint8 holding ``chunks`` rows of W'
-    accumulators. The caller picks ``chunks`` from the thread count: reading it
-    inside a kernel makes Numba refuse to cache it on disk.
+
+def make_kernel(kind: int, parallel: bool):
+    """Compile-on-first-call entry ``kernel(grad_output, grad_input, axes, workspace)``:
+    runs the body at address ``axes[BODY]`` (``chunk_body(kind)``, compiled for
+    these argument types; padloss_numba.indirect) on each of the ``axes[CHUNKS]``
+    pieces of the rows, in parallel or (the serial entry) as one piece.
+
+    Arrays are 4-D (N, C, H', W') and (N, C, H, W); ``axes`` holds AXES_SIZE
+    int64s: (crop, kept, before, after) of padloss.geometry.CircularAxis for the
+    height, then for the width, the body's address and the number of pieces (an
+    array: Numba unboxes tuple arguments more slowly, and each argument costs
+    ~0.05 us); ``workspace`` is 8-byte-aligned uint8 holding one row of W'
+    accumulators per piece. The caller picks the pieces from the thread count:
+    reading it inside a kernel makes Numba refuse to cache it on disk.
     """
     if parallel:
-        def kernel(go, gi, axes, workspace, body, chunks):
+        def kernel(go, gi, axes, workspace):
+            chunks = axes[CHUNKS]
             for chunk in prange(chunks):
-                call_body(body, (go, gi, axes, workspace, np.int64(chunk), chunks))
+                call_body(axes[BODY], (go, gi, axes, workspace, np.int64(chunk), chunks))
     else:
-        def kernel(go, gi, axes, workspace, body):
-            call_body(body, (go, gi, axes, workspace, np.int64(0), np.int64(1)))
+        def kernel(go, gi, axes, workspace):
+            call_body(axes[BODY], (go, gi, axes, workspace, np.int64(0), np.int64(1)))
 
     return njit(parallel=parallel, cache=CACHE, nogil=True, _nrt=False)(kernel)
 

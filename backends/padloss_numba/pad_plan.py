@@ -13,7 +13,7 @@ from padloss.problem import Problem
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
 from .indirect import address
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
-from .pad_kernel import accumulator_dtype, chunk_body, make_kernel
+from .pad_kernel import AXES_SIZE, accumulator_dtype, chunk_body, make_kernel
 
 
 def c_contiguous(meta: TensorMeta) -> bool:
@@ -49,7 +49,7 @@ def _kernel(kind: int, parallel: bool, layout: str):
     body_signature = arrays + (numba.int64, numba.int64)
     body.compile(body_signature)
     kernel = make_kernel(kind, parallel)
-    kernel.compile(arrays + ((numba.int64, numba.int64) if parallel else (numba.int64,)))
+    kernel.compile(arrays)
     kernel.disable_compile()
     return kernel, address(body, body_signature)
 
@@ -70,18 +70,19 @@ class CircularPadPlan:
         left, right, top, bottom = problem.params
         height, width = grad_input.shape[-2:]
         h, w = circular_axis(height, top, bottom), circular_axis(width, left, right)
-        self._axes = np.array([h.crop, h.kept, h.before, h.after, w.crop, w.kept, w.before, w.after],
-                              np.int64)
         kind = STORAGE_CODE[grad_input.dtype]
         self._view = STORAGE_VIEW.get(grad_input.dtype)   # float16/bfloat16 travel as uint16 bits
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
         layout = "C" if c_contiguous(grad_output) and c_contiguous(grad_input) else "A"
-        self._kernel, self._body = _kernel(kind, self._parallel, layout)
+        self._kernel, body = _kernel(kind, self._parallel, layout)
         rows = grad_input.size // width
         # pieces of the rows for the threads, each with a row buffer in the workspace
-        self._chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
-        self.workspace_size = self._chunks * w.padded * np.dtype(accumulator_dtype(kind)).itemsize
+        chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
+        self._axes = np.array([h.crop, h.kept, h.before, h.after, w.crop, w.kept, w.before, w.after,
+                               body, chunks], np.int64)
+        assert len(self._axes) == AXES_SIZE
+        self.workspace_size = chunks * w.padded * np.dtype(accumulator_dtype(kind)).itemsize
 
     def run(self, buffers: tuple, workspace: np.ndarray, stream) -> None:
         go, gi = buffers
@@ -90,9 +91,9 @@ class CircularPadPlan:
         if self._rank3:
             go, gi = go[None], gi[None]
         if self._parallel:
-            launch_parallel(self._kernel, go, gi, self._axes, workspace, self._body, self._chunks)
+            launch_parallel(self._kernel, go, gi, self._axes, workspace)
         else:
-            self._kernel(go, gi, self._axes, workspace, self._body)
+            self._kernel(go, gi, self._axes, workspace)
 
 
 def compile_circular_pad2d_backward(problem: Problem, threads: int) -> CircularPadPlan:
