@@ -369,7 +369,7 @@ def _fresh_process(cache_dir, **env):
     env = dict(os.environ, PADLOSS_CACHE_DIR=str(cache_dir), **env)
     proc = subprocess.run([sys.executable, "-c", _FIRST_CALL], env=env, capture_output=True, text=True,
                           check=True)
-    return json.loads(proc.stdout)
+    return dict(json.loads(proc.stdout), stderr=proc.stderr)
 
 
 def test_fresh_process_with_warm_disk_cache_does_not_recompile(tmp_path):
@@ -377,8 +377,12 @@ def test_fresh_process_with_warm_disk_cache_does_not_recompile(tmp_path):
     assert (cold["hits"], cold["misses"]) == (0, 4) and cold["corner"] == 4.0
     assert cold["l1"] == [[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
     assert any(tmp_path.rglob("*.nbi"))              # written under PADLOSS_CACHE_DIR
+    # the slow first call says why, where the kernels went, and what compiles them ahead
+    assert "padloss: compiled the circular_pad2d_backward kernels for float32 in" in cold["stderr"]
+    assert str(tmp_path) in cold["stderr"] and "padloss warmup" in cold["stderr"]
     warm = _fresh_process(tmp_path, NUMBA_NUM_THREADS="1")
     assert (warm["hits"], warm["misses"]) == (4, 0) and warm["corner"] == 4.0
+    assert "padloss: compiled" not in warm["stderr"]
 
 
 def test_disk_cache_opt_out(tmp_path):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import sys
+import time
 
 import numba
 
@@ -15,8 +17,14 @@ from padloss import rules
 from padloss.backend import Backend
 from padloss.problem import Problem
 
+from .disk_cache import ENABLED as CACHE
+from .disk_cache import cache_dir
 from .l1_plan import compile_l1_loss_backward
 from .pad_plan import compile_circular_pad2d_backward
+
+log = logging.getLogger("padloss")
+# A plan that took this long was compiling kernels (loading them from disk takes ~0.1 s).
+SLOW_PLAN_S = 1.0
 
 
 def _start_threads() -> None:
@@ -78,4 +86,13 @@ class NumbaBackend(Backend):
         return (thread_count(),)
 
     def compile(self, problem: Problem):
-        return COMPILERS[problem.op](problem, thread_count())
+        start = time.perf_counter()
+        plan = COMPILERS[problem.op](problem, thread_count())
+        seconds = time.perf_counter() - start
+        if seconds >= SLOW_PLAN_S:   # say once why the first call was slow, and what helps
+            kept = (f"cached in {cache_dir()} for later processes" if CACHE
+                    else "kept in memory only (PADLOSS_NUMBA_CACHE=0)")
+            log.warning("padloss: compiled the %s kernels for %s in %.1f s, once: %s; "
+                        "`padloss warmup` compiles all of them ahead", problem.op,
+                        "/".join(sorted({m.dtype for m in problem.tensors})), seconds, kept)
+        return plan
