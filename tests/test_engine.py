@@ -394,3 +394,23 @@ def test_warmup_prepares_every_variant(fresh_cache):
     seconds = padloss.warmup(dtypes=("float32",))
     assert seconds > 0
     assert fresh_cache.size == 6   # pad x {serial, parallel} + l1 x {mean, none} x {serial, parallel}
+
+
+def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
+    """Numba keys a cached closure on its cells' pickles: a jitted function in a cell
+    pickles with a fresh uuid in every process, so the kernel would compile again in
+    each one (the L1 streaming kernel once did, 11 s a process)."""
+    from padloss_numba import l1_kernel, pad_kernel
+    from padloss_numba.convert import BF16, F32
+
+    kernels = [pad_kernel.chunk_body(F32), pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(True),
+               l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False),
+               l1_kernel.streaming_kernel((F32, BF16, F32, F32), F32, False)]
+
+    def constant(value):   # classes (numpy.float32) pickle by name
+        return isinstance(value, (bool, int, float, type)) or (
+            isinstance(value, tuple) and all(constant(v) for v in value))
+
+    for kernel in kernels:
+        cells = [c.cell_contents for c in kernel.py_func.__closure__ or ()]
+        assert all(constant(v) for v in cells), (kernel.py_func.__qualname__, cells)

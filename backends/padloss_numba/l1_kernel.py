@@ -235,9 +235,21 @@ def make_kernel(parallel: bool):
 
 @functools.lru_cache(maxsize=None)
 def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool):
-    """``body(go, self, target, out, nest, coef, chunk, chunks)`` (see ``_work``),
-    compiled once per dtype mix and shared by both entry points."""
-    return njit(cache=CACHE, nogil=True)(_work(kinds, promoted, exact))
+    """``body(go, self, target, out, nest, coef, chunk, chunks)`` (``_work``),
+    compiled once per dtype mix and shared by both entry points.
+
+    ``kinds`` are the storage kinds of (grad_output, self, target, grad_input);
+    ``promoted`` is P's kind; ``exact`` says every result is representable in the
+    output dtype, so its store needs no rounding (see ``_store``): closure
+    constants (ints and a bool, which Numba's disk cache keys on; a jitted
+    function there would change the key in every process).
+    """
+    gk, xk, tk, ok = kinds
+
+    def body(go, x, t, out, nest, coef, chunk, chunks):
+        _work(gk, xk, tk, ok, promoted, exact, go, x, t, out, nest, coef, chunk, chunks)
+
+    return njit(cache=CACHE, nogil=True)(body)
 
 
 @functools.lru_cache(maxsize=None)
@@ -248,74 +260,65 @@ def streaming_kernel(kinds: tuple[int, int, int, int], promoted: int, exact: boo
     slower (the other paths alike; not from aliasing, allocation or the
     non-temporal stores themselves, the cause is not found), so these plans keep
     the full kernel and its longer compile (~2x the body's)."""
-    work = njit(inline="always")(_work(kinds, promoted, exact))
+    gk, xk, tk, ok = kinds
 
     def kernel(go, x, t, out, nest, coef):
         chunks = nest[CHUNKS]
         for chunk in prange(chunks):
-            work(go, x, t, out, nest, coef, np.int64(chunk), chunks)
+            _work(gk, xk, tk, ok, promoted, exact, go, x, t, out, nest, coef, np.int64(chunk), chunks)
 
     return njit(parallel=True, cache=CACHE, nogil=True)(kernel)
 
 
-def _work(kinds: tuple[int, int, int, int], promoted: int, exact: bool):
-    """The Python source of ``body(go, self, target, out, nest, coef, chunk, chunks)``:
-    the work items of piece ``chunk`` of ``chunks``.
-
-    ``kinds`` are the storage kinds of (grad_output, self, target, grad_input);
-    ``promoted`` is P's kind; ``exact`` says every result is representable in the
-    output dtype, so its store needs no rounding (see ``_store``).
-    """
-    gk, xk, tk, ok = kinds
-    pk = promoted
-
-    def body(go, x, t, out, nest, coef, chunk, chunks):
-        dims = nest[:RANK]
-        steps = nest[RANK:STARTS].reshape((4, RANK))
-        starts = nest[STARTS:STARTS + 4]
-        block, stream = nest[BLOCK], nest[STREAM] != 0
-        inner = dims[RANK - 1]
-        rows = 1
-        for k in range(RANK - 1):
-            rows *= dims[k]
-        per_row = (inner + block - 1) // block
-        items = rows * per_row                # work items: (row, block of the inner dim)
-        gs, xs, ts, os = steps[0, RANK - 1], steps[1, RANK - 1], steps[2, RANK - 1], steps[3, RANK - 1]
-        stage_len = STAGE_BYTES // out.itemsize
-        first = chunk * items // chunks
-        index = np.empty(RANK - 1, np.int64)
-        offsets = np.empty(4, np.int64)
-        stage = np.empty(stage_len if stream else 0, out.dtype)
-        # the row's grad term when grad_output does not change along it (see _elements):
-        # typed here, set per row only then
-        g_raw, g_rounded, fixed = coef, load(ok, store_nearest_even(ok, coef)), PER_ELEMENT
-        _seek(first // per_row, index, offsets, dims, steps, starts)
-        blk = first % per_row
-        for _ in range(first, (chunk + 1) * items // chunks):
-            j0 = blk * block
-            j1 = min(inner, j0 + block)
-            g0, x0, t0, o0 = offsets[0], offsets[1], offsets[2], offsets[3]
-            if gs == 0:                   # the 0-d grad of mean/sum, or broadcast: round once
-                g_raw = load_input(gk, pk, go[g0]) * coef
-                g_rounded = load(ok, store_nearest_even(ok, g_raw))
-                past_range = np.isinf(g_rounded) and not np.isinf(g_raw)
-                fixed = FIXED_UNROUNDED if past_range else FIXED_ROUNDED
-            lead = lead_in(out, o0 + j0) if stream else -1
-            if lead < 0:
+@njit(inline="always")
+def _work(gk, xk, tk, ok, pk, exact, go, x, t, out, nest, coef, chunk, chunks):
+    """The work items of piece ``chunk`` of ``chunks``; the kinds and ``exact`` are
+    constants of the caller, literals here once inlined."""
+    dims = nest[:RANK]
+    steps = nest[RANK:STARTS].reshape((4, RANK))
+    starts = nest[STARTS:STARTS + 4]
+    block, stream = nest[BLOCK], nest[STREAM] != 0
+    inner = dims[RANK - 1]
+    rows = 1
+    for k in range(RANK - 1):
+        rows *= dims[k]
+    per_row = (inner + block - 1) // block
+    items = rows * per_row                # work items: (row, block of the inner dim)
+    gs, xs, ts, os = steps[0, RANK - 1], steps[1, RANK - 1], steps[2, RANK - 1], steps[3, RANK - 1]
+    stage_len = STAGE_BYTES // out.itemsize
+    first = chunk * items // chunks
+    index = np.empty(RANK - 1, np.int64)
+    offsets = np.empty(4, np.int64)
+    stage = np.empty(stage_len if stream else 0, out.dtype)
+    # the row's grad term when grad_output does not change along it (see _elements):
+    # typed here, set per row only then
+    g_raw, g_rounded, fixed = coef, load(ok, store_nearest_even(ok, coef)), PER_ELEMENT
+    _seek(first // per_row, index, offsets, dims, steps, starts)
+    blk = first % per_row
+    for _ in range(first, (chunk + 1) * items // chunks):
+        j0 = blk * block
+        j1 = min(inner, j0 + block)
+        g0, x0, t0, o0 = offsets[0], offsets[1], offsets[2], offsets[3]
+        if gs == 0:                   # the 0-d grad of mean/sum, or broadcast: round once
+            g_raw = load_input(gk, pk, go[g0]) * coef
+            g_rounded = load(ok, store_nearest_even(ok, g_raw))
+            past_range = np.isinf(g_rounded) and not np.isinf(g_raw)
+            fixed = FIXED_UNROUNDED if past_range else FIXED_ROUNDED
+        lead = lead_in(out, o0 + j0) if stream else -1
+        if lead < 0:
+            _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs,
+                      x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef)
+        else:                         # staged runs, each ending on a line boundary
+            s, e = j0, min(j1, j0 + lead)
+            while s < j1:
                 _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs,
-                          x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef)
-            else:                         # staged runs, each ending on a line boundary
-                s, e = j0, min(j1, j0 + lead)
-                while s < j1:
-                    _elements(gk, xk, tk, ok, pk, exact, fixed, g_raw, g_rounded, go, g0, gs,
-                              x, x0, xs, t, t0, ts, stage, -s, 1, s, e, coef)
-                    drain(out, o0 + s, stage, e - s)
-                    s, e = e, min(j1, e + stage_len)
-            blk += 1
-            if blk == per_row:
-                blk = 0
-                _next_row(index, offsets, dims, steps)
-        if stream:
-            fence()
+                          x, x0, xs, t, t0, ts, stage, -s, 1, s, e, coef)
+                drain(out, o0 + s, stage, e - s)
+                s, e = e, min(j1, e + stage_len)
+        blk += 1
+        if blk == per_row:
+            blk = 0
+            _next_row(index, offsets, dims, steps)
+    if stream:
+        fence()
 
-    return body
