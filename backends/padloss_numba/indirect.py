@@ -24,6 +24,18 @@ from numba.core import errors
 from numba.extending import intrinsic
 
 
+def compile_entry(entry, body, signature: tuple) -> tuple:
+    """Compile ``body`` for ``signature`` plus (chunk, chunks) and ``entry`` for
+    ``signature``, compiling on call switched off for the entry (each plan
+    compiles exactly the variant it runs); return the entry and the body's
+    address, which the entry takes in its int64 parameter array."""
+    body_signature = tuple(signature) + (types.int64, types.int64)
+    body.compile(body_signature)
+    entry.compile(tuple(signature))
+    entry.disable_compile()
+    return entry, address(body, body_signature)
+
+
 def address(dispatcher, signature: tuple) -> int:
     """The address of ``dispatcher``'s compiled code for ``signature`` (in Numba's
     calling convention: what :func:`call_body` calls). Numba's compile result

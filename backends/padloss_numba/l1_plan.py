@@ -25,7 +25,7 @@ from padloss.problem import Problem
 from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtype
 
 from .convert import STORAGE_CODE, STORAGE_VIEW
-from .indirect import address
+from .indirect import compile_entry
 from .l1_kernel import BODY, INT, NEST_SIZE, RANK, chunk_body, make_kernel, streaming_kernel
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
 from .nontemporal import STREAM_MIN_BYTES
@@ -128,18 +128,14 @@ def _compiled_kernel(kinds: tuple, promoted: int, parallel: bool, exact: bool, s
     aligned where unaligned is) then runs this variant instead of compiling
     another; Numba's dispatcher converts only when it may not compile. One
     dispatcher per signature, so that switch is never flipped back while
-    another thread calls."""
-    if streams:   # one parallel kernel, the work inlined (see l1_kernel.streaming_kernel)
-        kernel, body = streaming_kernel(kinds, promoted, exact), 0
-    else:
-        kernel = make_kernel(parallel)
-        body_signature = signature + (numba.int64, numba.int64)
-        dispatcher = chunk_body(kinds, promoted, exact)
-        dispatcher.compile(body_signature)
-        body = address(dispatcher, body_signature)
-    kernel.compile(signature)
-    kernel.disable_compile()
-    return kernel, body
+    another thread calls. A streaming plan's kernel has the work inlined and
+    calls no body (address 0; see l1_kernel.streaming_kernel)."""
+    if streams:
+        kernel = streaming_kernel(kinds, promoted, exact)
+        kernel.compile(signature)
+        kernel.disable_compile()
+        return kernel, 0
+    return compile_entry(make_kernel(parallel), chunk_body(kinds, promoted, exact), signature)
 
 
 class L1LossBackwardPlan:

@@ -11,7 +11,7 @@ from padloss.geometry import circular_axis
 from padloss.problem import Problem
 
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
-from .indirect import address
+from .indirect import compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
 from .pad_kernel import AXES_SIZE, accumulator_dtype, chunk_body, make_kernel
 
@@ -36,22 +36,16 @@ def _kernel(kind: int, parallel: bool, layout: str):
     """The entry point for one storage kind, threading mode and layout ("C" when
     both buffers are C-contiguous, else "A"), and the address of the body it
     calls (shared by the serial and the parallel entry), each compiled for that
-    one signature, compiling on call switched off for the entry: grad_output typed read-only and every array
-    possibly unaligned, so writable or aligned buffers convert to it at call time
-    and no writability, alignment or strided layout adds a compiled variant
-    (there were up to 10 per kind and threading mode). One dispatcher per
-    signature, as in l1_plan."""
+    one signature (indirect.compile_entry): grad_output typed read-only and
+    every array possibly unaligned, so writable or aligned buffers convert to
+    it at call time and no writability, alignment or strided layout adds a
+    compiled variant (there were up to 10 per kind and threading mode). One
+    dispatcher per signature, as in l1_plan."""
     element = _ELEMENT[kind]
     arrays = (numba.types.Array(element, 4, layout, readonly=True, aligned=False),
               numba.types.Array(element, 4, layout, aligned=False),
               numba.types.Array(numba.int64, 1, "C"), numba.types.Array(numba.uint8, 1, "C"))
-    body = chunk_body(kind)
-    body_signature = arrays + (numba.int64, numba.int64)
-    body.compile(body_signature)
-    kernel = make_kernel(kind, parallel)
-    kernel.compile(arrays)
-    kernel.disable_compile()
-    return kernel, address(body, body_signature)
+    return compile_entry(make_kernel(kind, parallel), chunk_body(kind), arrays)
 
 
 # Row chunks per thread: enough to balance uneven chunks (band rows cost ~3x a copy).
