@@ -106,10 +106,14 @@ def _l1_result(grad_output, input, target, dtype) -> tuple[tuple[int, ...], torc
     return shape, getattr(torch, promoted) if dtype is None else dtype
 
 
-def _l1_into(result, out, grad_output, input, target, reduction) -> torch.Tensor:
+def _l1_inputs(grad_output, input, target) -> tuple:
+    """The three inputs as padloss's l1_loss_backward takes them (see _native)."""
     op = padloss.l1_loss_backward.__name__
-    padloss.l1_loss_backward(_native(op, "grad_output", grad_output), _native(op, "self", input),
-                             _native(op, "target", target), reduction, out=out)
+    return _native(op, "grad_output", grad_output), _native(op, "self", input), _native(op, "target", target)
+
+
+def _l1_into(result, out, grad_output, input, target, reduction) -> torch.Tensor:
+    padloss.l1_loss_backward(*_l1_inputs(grad_output, input, target), reduction, out=out)
     return result
 
 
@@ -174,10 +178,6 @@ def l1_backward(grad_output: torch.Tensor, input: torch.Tensor, target: torch.Te
     if not _direct():
         return l1_loss_backward(grad_output, input, target, reduction, dtype)
     if dtype is None:
-        op = padloss.l1_loss_backward.__name__
-        result = padloss.l1_loss_backward(_native(op, "grad_output", grad_output),
-                                          _native(op, "self", input), _native(op, "target", target),
-                                          reduction)
+        result = padloss.l1_loss_backward(*_l1_inputs(grad_output, input, target), reduction)
         return _from_numpy(result) if isinstance(result, np.ndarray) else result
-    result, out = _new_result(input, shape, input.dtype if dtype is None else dtype)
-    return _l1_into(result, out, grad_output, input, target, reduction)
+    return _l1_into(*_new_result(input, shape, dtype), grad_output, input, target, reduction)
