@@ -170,7 +170,7 @@ class L1LossBackwardPlan:
         self.streams = (self._parallel and dims[-1] > 1 and steps[-1] == 1
                         and problem.output.size * _storage(metas[3]).itemsize >= STREAM_MIN_BYTES)
         # the loop nest, and a slot for the body's address (set below)
-        nest = np.array(dims + steps + starts + (block, chunks, self.streams, 0), np.int64)
+        nest = np.array(dims + steps + starts + (block, chunks, 0), np.int64)
         assert len(nest) == NEST_SIZE
         self._constants = (nest, coef)
         kinds = tuple(storage_kind(m.dtype) for m in metas)
