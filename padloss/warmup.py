@@ -3,7 +3,8 @@
 The first call of each kernel variant pays its compilation (about 2-3 s cold)
 or a load from the on-disk cache (well under a second, most of it Numba's own
 start-up). ``padloss.warmup()`` pays that up front, for each op and dtype, in
-both the serial variant (small tensors) and the parallel one (large tensors).
+the serial variant (small tensors), the parallel one (large tensors), and the
+one for outputs far larger than the caches (which L1 streams past them).
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from .l1_loss import l1_loss_backward
 
 OPS = ("circular_pad2d_backward", "l1_loss_backward")
 DTYPES = ("float16", "bfloat16", "float32")
-# Element counts that select the serial and the parallel kernel variants.
-_SIDES = (4, 256)
+# Sides of square tensors that select the serial, the parallel and the streaming kernel
+# variants (a 4096 x 4096 output is 32 MiB even in float16; the Numba backend streams from 16).
+_SIDES = (4, 256, 4096)
 
 
 def _pad(dtype: np.dtype, side: int, backend: str | None) -> None:

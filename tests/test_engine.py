@@ -357,7 +357,7 @@ out = padloss.circular_pad2d_backward(go, np.empty((2, 3, 8, 8), np.float32), (1
 x = np.arange(6, dtype=np.float32).reshape(2, 3)
 _, l1 = padloss.l1_loss_backward_get_workspace_size(np.float32(1), x, np.zeros(3, np.float32), "sum",
                                                     np.empty((2, 3), np.float32))
-l1_body = l1_kernel.chunk_body((2, 2, 2, 2), 2, True)   # float32 throughout, "sum": exact
+l1_body = l1_kernel.chunk_body((2, 2, 2, 2), 2, True, False)   # float32 throughout, "sum": exact
 kernels = [_kernel(2, False, "C")[0], chunk_body(2), l1._plan._kernel, l1_body]   # one signature each
 print(json.dumps({"hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
                   "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels),
@@ -393,7 +393,7 @@ def test_disk_cache_opt_out(tmp_path):
 def test_warmup_prepares_every_variant(fresh_cache):
     seconds = padloss.warmup(dtypes=("float32",))
     assert seconds > 0
-    assert fresh_cache.size == 6   # pad x {serial, parallel} + l1 x {mean, none} x {serial, parallel}
+    assert fresh_cache.size == 9   # {pad, l1 mean, l1 none} x {serial, parallel, streamed}
 
 
 def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
@@ -404,8 +404,8 @@ def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
     from padloss_numba.convert import BF16, F32
 
     kernels = [pad_kernel.chunk_body(F32), pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(True),
-               l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False),
-               l1_kernel.streaming_kernel((F32, BF16, F32, F32), F32, False)]
+               l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, False),
+               l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True)]
 
     def constant(value):   # classes (numpy.float32) pickle by name
         return isinstance(value, (bool, int, float, type)) or (

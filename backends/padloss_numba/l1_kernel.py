@@ -16,11 +16,10 @@ conversions, bfloat16 with integer shifts). A large output with unit inner
 stride is streamed (``nontemporal``): each item's elements are computed in
 runs into a small staging buffer, which drains in non-temporal line stores.
 
-``chunk_body(kinds, promoted, exact)`` instantiates the source for one
-combination of storage kinds (closure constants, which Numba folds and keys its
-on-disk cache on); ``make_kernel(parallel)`` the serial or the parallel entry
-point that calls it by address (padloss_numba.indirect); ``streaming_kernel``
-the parallel kernel, with the work inlined, of an output that streams.
+``chunk_body(kinds, promoted, exact, streams)`` instantiates the source for
+one combination of storage kinds (closure constants, which Numba folds and keys
+its on-disk cache on); ``make_kernel(parallel)`` the serial or the parallel
+entry point that calls it by address (padloss_numba.indirect).
 """
 from __future__ import annotations
 
@@ -33,11 +32,12 @@ from numba.extending import overload
 
 from .convert import F64, load, store_exact, store_nearest_even
 from .disk_cache import ENABLED as CACHE
-from .indirect import call_body
+from .indirect import call_body, stack_array
 from .nontemporal import STAGE_BYTES, drain, fence, lead_in
 
 INT = 4    # storage kind of an integer or bool input (bool travels as uint8)
 RANK = 8   # the padded rank of the coalesced shape
+ODOMETER_BYTES, OFFSETS_BYTES = 8 * (RANK - 1), 8 * 4   # int64 scratch: outer-dim index, 4 offsets
 
 
 def load_input(kind, promoted, x):
@@ -252,47 +252,35 @@ def make_kernel(parallel: bool):
         def kernel(go, x, t, out, nest, coef):
             call_body(nest[BODY], (go, x, t, out, nest, coef, np.int64(0), np.int64(1)))
 
-    return njit(parallel=parallel, cache=CACHE, nogil=True)(kernel)
+    return njit(parallel=parallel, cache=CACHE, nogil=True, _nrt=False)(kernel)
 
 
 @functools.lru_cache(maxsize=None)
-def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool):
+def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool, streams: bool):
     """``body(go, self, target, out, nest, coef, chunk, chunks)`` (``_work``),
     compiled once per dtype mix and shared by both entry points.
 
     ``kinds`` are the storage kinds of (grad_output, self, target, grad_input);
     ``promoted`` is P's kind; ``exact`` says every result is representable in the
-    output dtype, so its store needs no rounding (see ``_store``): closure
-    constants (ints and a bool, which Numba's disk cache keys on; a jitted
-    function there would change the key in every process).
+    output dtype, so its store needs no rounding (see ``_store``); ``streams``
+    that the output streams past the caches (``staged``): closure constants (ints
+    and bools, which Numba's disk cache keys on; a jitted function there would
+    change the key in every process). Compiled without Numba's reference-counting
+    runtime, like the pad kernel: the staged path's views, handed to inlined
+    helpers once per run, paid atomic updates there (1.9x the time).
     """
     gk, xk, tk, ok = kinds
-
-    def body(go, x, t, out, nest, coef, chunk, chunks):
-        _work(gk, xk, tk, ok, promoted, exact, straight, out[:0], go, x, t, out, nest, coef, chunk, chunks)
-
-    return njit(cache=CACHE, nogil=True)(body)
-
-
-@functools.lru_cache(maxsize=None)
-def streaming_kernel(kinds: tuple[int, int, int, int], promoted: int, exact: bool):
-    """A parallel kernel with the entry points' arguments (``nest[BODY]`` unused) and the
-    work inlined into its parallel loop, for plans that stream their output:
-    called by address, the same code ran the staged non-temporal path 1.9x
-    slower (the other paths alike; not from aliasing, allocation or the
-    non-temporal stores themselves, the cause is not found), so these plans keep
-    the full kernel and its longer compile (~2x the body's)."""
-    gk, xk, tk, ok = kinds
-
-    def kernel(go, x, t, out, nest, coef):
-        chunks = nest[CHUNKS]
-        for chunk in prange(chunks):
-            stage = np.empty(STAGE_BYTES // out.itemsize, out.dtype)
-            _work(gk, xk, tk, ok, promoted, exact, staged, stage, go, x, t, out, nest, coef, np.int64(chunk),
-                  chunks)
+    if streams:
+        def body(go, x, t, out, nest, coef, chunk, chunks):
+            _work(gk, xk, tk, ok, promoted, exact, staged, stack_array(out, STAGE_BYTES), go, x, t, out,
+                  nest, coef, chunk, chunks)
             fence()   # the streamed stores are weakly ordered
+    else:
+        def body(go, x, t, out, nest, coef, chunk, chunks):
+            _work(gk, xk, tk, ok, promoted, exact, straight, out[:0], go, x, t, out, nest, coef, chunk,
+                  chunks)
 
-    return njit(parallel=True, cache=CACHE, nogil=True)(kernel)
+    return njit(cache=CACHE, nogil=True, _nrt=False)(body)
 
 
 @njit(inline="always")
@@ -315,8 +303,8 @@ def _work(gk, xk, tk, ok, pk, exact, emit, stage, go, x, t, out, nest, coef, chu
     items = rows * per_row                # work items: (row, block of the inner dim)
     gs, xs, ts, os = steps[0, RANK - 1], steps[1, RANK - 1], steps[2, RANK - 1], steps[3, RANK - 1]
     first = chunk * items // chunks
-    index = np.empty(RANK - 1, np.int64)
-    offsets = np.empty(4, np.int64)
+    index = stack_array(nest, ODOMETER_BYTES)
+    offsets = stack_array(nest, OFFSETS_BYTES)
     # the row's grad term when grad_output does not change along it (see _elements):
     # typed here, set per row only then
     g_rounded, fixed = coef, False

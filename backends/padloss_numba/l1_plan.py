@@ -26,7 +26,7 @@ from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtyp
 
 from .convert import STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_entry
-from .l1_kernel import BODY, INT, NEST_SIZE, RANK, chunk_body, make_kernel, streaming_kernel
+from .l1_kernel import BODY, INT, NEST_SIZE, RANK, chunk_body, make_kernel
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
 from .nontemporal import STREAM_MIN_BYTES
 
@@ -128,14 +128,8 @@ def _compiled_kernel(kinds: tuple, promoted: int, parallel: bool, exact: bool, s
     aligned where unaligned is) then runs this variant instead of compiling
     another; Numba's dispatcher converts only when it may not compile. One
     dispatcher per signature, so that switch is never flipped back while
-    another thread calls. A streaming plan's kernel has the work inlined and
-    calls no body (address 0; see l1_kernel.streaming_kernel)."""
-    if streams:
-        kernel = streaming_kernel(kinds, promoted, exact)
-        kernel.compile(signature)
-        kernel.disable_compile()
-        return kernel, 0
-    return compile_entry(make_kernel(parallel), chunk_body(kinds, promoted, exact), signature)
+    another thread calls."""
+    return compile_entry(make_kernel(parallel), chunk_body(kinds, promoted, exact, streams), signature)
 
 
 class L1LossBackwardPlan:

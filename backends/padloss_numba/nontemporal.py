@@ -92,7 +92,10 @@ def drain(dst, start, stage, count):
     lines = (count - lead) // per_line
     for i in range(lead):
         dst[start + i] = stage[i]
-    for k in range(lines):
-        _stream_line(dst, start + lead + k * per_line, stage, lead + k * per_line)
+    d, s = start + lead, lead
+    for _ in range(lines):
+        _stream_line(dst, d, stage, s)
+        d += per_line
+        s += per_line
     for i in range(lead + lines * per_line, count):
         dst[start + i] = stage[i]
