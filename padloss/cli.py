@@ -63,6 +63,20 @@ def _compile_cache() -> str:
     return f"{folder} ({state}; {len(files)} files, {size:.1f} MB)"
 
 
+def _compiled_variants() -> list[str]:
+    """Lines naming the kernel variants the compile cache holds for the current sources."""
+    from padloss_numba import variants
+
+    found, stale = variants.listing()
+    bodies = sum(len(v["bodies"]) for v in found.values())
+    lines = [f"compiled variants (current sources): {bodies} bodies for {len(found)} op/dtype sets"
+             + (f"; {stale} records of older sources, whose files are stale" if stale else "")]
+    for (op, dtypes), v in sorted(found.items()):
+        lines.append(f"  {op:24} {dtypes:36} bodies: {', '.join(sorted(v['bodies']))}"
+                     f" | entries: {', '.join(sorted(v['entries'], reverse=True))}")
+    return lines
+
+
 def info(args: argparse.Namespace) -> int:
     print(f"padloss {padloss.__version__} ({_versions()})")
     print("backends, highest priority first:")
@@ -74,6 +88,7 @@ def info(args: argparse.Namespace) -> int:
     layer, threads = _numba_threads()
     print(f"numba: threading layer {layer}, {threads} threads ({os.cpu_count()} CPUs)")
     print(f"compile cache: {_compile_cache()}")
+    print("\n".join(_compiled_variants()))
     cache = padloss.plan_cache
     print(f"plan cache (this process): {cache.size} of {cache.max_size} plans, "
           f"{cache.hits} hits, {cache.misses} misses")
@@ -622,7 +637,8 @@ def parser() -> argparse.ArgumentParser:
                                   "the main job: both ops timed against their peers and the memory ceiling.")
     top.add_argument("--version", action="version", version=f"padloss {padloss.__version__}")
     sub = top.add_subparsers(dest="command", metavar="{info,check,warmup,bench}")
-    sub.add_parser("info", help="version, backends, threads, compile and plan caches, settings")
+    sub.add_parser("info", help="version, backends, threads, compile cache and its kernel variants, "
+                                     "plan cache, settings")
     sub.add_parser("check", help="both ops on every available backend against padloss.reference; "
                                  "exit status 1 on any mismatch")
     w = sub.add_parser("warmup", help="compile (or load) the common kernels ahead, one process per op",

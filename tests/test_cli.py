@@ -51,6 +51,46 @@ def test_info_shows_version_backends_threads_and_caches():
         assert line.split() == [s.name, repr(getattr(padloss.config.current, s.name)), s.variable]
 
 
+_VARIANTS = """
+import numpy as np, padloss
+from padloss import cli
+padloss.circular_pad2d_backward(np.ones((2, 3, 10, 10), np.float32), np.empty((2, 3, 8, 8), np.float32),
+                                (1, 1, 1, 1))
+padloss.l1_loss_backward(np.float32(1), np.ones((2, 3), np.float32), np.zeros(3, np.int32), "sum")
+cli.main(["info"])
+"""
+
+
+def test_info_lists_the_compiled_variants_of_the_current_sources():
+    env = {k: v for k, v in os.environ.items() if k != "PADLOSS_NUMBA_CACHE"}   # the disk cache on
+    done = subprocess.run([sys.executable, "-c", _VARIANTS], capture_output=True, text=True, check=True,
+                          env=env)
+    lines = done.stdout.splitlines()
+    head = next(line for line in lines if line.startswith("compiled variants (current sources): "))
+    assert int(head.split(": ")[1].split()[0]) >= 2   # bodies
+    pad = next(line.split() for line in lines if line.split()[:2] == ["circular_pad2d_backward", "float32"])
+    assert "C-contiguous" in pad and "serial" in pad[pad.index("entries:"):]
+    l1 = next(line for line in lines if line.split()[:1] == ["l1_loss_backward"]
+              and "float32, float32, int32 -> float32 " in line)
+    assert "exact" in l1.split("bodies: ")[1].split(" | ")[0].split(", ")   # "sum", grad in out's dtype
+
+
+def test_variant_records_of_older_sources_count_as_stale(tmp_path, monkeypatch):
+    from padloss_numba import disk_cache, variants
+
+    monkeypatch.setattr(variants, "ENABLED", True)
+    with padloss.config.set(cache_dir=str(tmp_path)):
+        monkeypatch.setattr(variants, "source_stamp", lambda: "older sources")
+        variants.record("l1_loss_backward", "float32, float32, float32 -> float32", "exact", True)
+        variants.record("l1_loss_backward", "float32, float32, float32 -> float32", "exact", True)  # once
+        monkeypatch.setattr(variants, "source_stamp", disk_cache.source_stamp)
+        variants.record("circular_pad2d_backward", "float16", "any layout", False)
+        found, stale = variants.listing()
+    assert stale == 1
+    assert found == {("circular_pad2d_backward", "float16"):
+                     {"bodies": {"any layout"}, "entries": {"serial"}}}
+
+
 class Terminal(io.StringIO):
     """stderr as a terminal: where the progress bar draws."""
 

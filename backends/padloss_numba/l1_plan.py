@@ -24,6 +24,7 @@ from padloss.arrays import TensorMeta
 from padloss.problem import Problem
 from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtype
 
+from . import variants
 from .convert import STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_entry
 from .l1_kernel import BODY, INT, NEST_SIZE, RANK, chunk_body, make_kernel
@@ -129,7 +130,11 @@ def _compiled_kernel(kinds: tuple, promoted: int, parallel: bool, exact: bool, s
     another; Numba's dispatcher converts only when it may not compile. One
     dispatcher per signature, so that switch is never flipped back while
     another thread calls."""
-    return compile_entry(make_kernel(parallel), chunk_body(kinds, promoted, exact, streams), signature)
+    compiled = compile_entry(make_kernel(parallel), chunk_body(kinds, promoted, exact, streams), signature)
+    names = [variants.KIND_NAME.get(k) or str(array.dtype) for k, array in zip(kinds, signature)]
+    body = ("exact" if exact else "rounded") + (" streamed" if streams else "")   # its store
+    variants.record("l1_loss_backward", "{}, {}, {} -> {}".format(*names), body, parallel)
+    return compiled
 
 
 class L1LossBackwardPlan:

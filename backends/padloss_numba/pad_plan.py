@@ -10,6 +10,7 @@ from padloss.arrays import TensorMeta
 from padloss.geometry import circular_axis
 from padloss.problem import Problem
 
+from . import variants
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
@@ -45,7 +46,10 @@ def _kernel(kind: int, parallel: bool, layout: str):
     arrays = (numba.types.Array(element, 4, layout, readonly=True, aligned=False),
               numba.types.Array(element, 4, layout, aligned=False),
               numba.types.Array(numba.int64, 1, "C"), numba.types.Array(numba.uint8, 1, "C"))
-    return compile_entry(make_kernel(kind, parallel), chunk_body(kind), arrays)
+    compiled = compile_entry(make_kernel(kind, parallel), chunk_body(kind), arrays)
+    variants.record("circular_pad2d_backward", variants.KIND_NAME[kind],
+                    "C-contiguous" if layout == "C" else "any layout", parallel)
+    return compiled
 
 
 # Row chunks per thread: enough to balance uneven chunks (band rows cost ~3x a copy).
