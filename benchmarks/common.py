@@ -104,23 +104,32 @@ class Workload:
         return lambda: torch.autograd.grad(loss, x, go, retain_graph=True)
 
     def ceiling(self):
-        """(callable, bytes) of the streaming kernel with this op's read/write
-        mix, or None on a commit without one."""
+        """({name: callable}, bytes each moves) of the streaming kernels with this op's
+        read/write mix that store normally (padloss_numba.stream.ceilings; a commit
+        before it had one, ``make_stream``), or None on a commit without any."""
         try:
-            from padloss_numba.stream import make_stream
+            from padloss_numba import stream
         except ImportError:
             return None
         streams = self.streams_read + 1
         words = max(1, self.nbytes // (4 * streams))
-        return make_stream(self.streams_read, words), 4 * words * streams
+        if hasattr(stream, "ceilings"):
+            found = stream.ceilings(self.streams_read, words)
+            fns = {name: found[name] for name in stream.NORMAL_STORES if name in found}
+        else:
+            fns = {"prange": stream.make_stream(self.streams_read, words)}
+        return fns, 4 * words * streams
 
 
 def ratio_to_ceiling(fn, nbytes: int, ceiling) -> float:
-    """Median over interleaved rounds of (fn's bandwidth / the ceiling's)."""
-    from padloss.benchmark import interleaved, ratio, time_round
+    """Median over interleaved rounds of (fn's bandwidth / the best ceiling's in that round)."""
+    import statistics
 
-    ceiling_fn, ceiling_bytes = ceiling
+    from padloss.benchmark import interleaved, time_round
+
+    fns, ceiling_bytes = ceiling
     calls = max(1, min(200, int(0.01 / time_round(fn, 1))))   # about 10 ms a round
-    results = interleaved({"op": (fn, nbytes), "ceiling": (ceiling_fn, ceiling_bytes)},
+    results = interleaved({"op": (fn, nbytes), **{name: (f, ceiling_bytes) for name, f in fns.items()}},
                           rounds=7, calls=calls, warmup=1)
-    return ratio(results["op"], results["ceiling"])
+    best = [min(times) for times in zip(*(results[name].seconds for name in fns))]
+    return statistics.median((nbytes / t) / (ceiling_bytes / b) for t, b in zip(results["op"].seconds, best))

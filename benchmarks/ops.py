@@ -27,7 +27,8 @@ class _OpBenchmark:
         self.call()
 
     def track_ceiling_ratio(self, size, dtype, impl):
-        """Bandwidth / the ceiling's (a copy for the pad; 2 or 3 reads + 1 write for L1)."""
+        """Bandwidth / the best normal-store ceiling's, per round (a copy for the pad; 2 or 3 reads
+        + 1 write for L1)."""
         from asv_runner.benchmarks.mark import SkipNotImplemented
 
         if size == "tiny":   # a few microseconds of call overhead: time_call is the measure

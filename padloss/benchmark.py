@@ -134,7 +134,9 @@ DTYPES = ("float32", "float16", "bfloat16")
 TORCH_AUTOGRAD = "pytorch autograd"
 TORCH_NATIVE = "pytorch reflect bwd"
 REFERENCE = "numpy reference"
-CEILING = "ceiling"
+CEILING = "ceiling"          # per round, the best of the normal-store ceilings' times
+CEILING_NT = "ceiling nt"    # the same mix with its output streamed past the caches
+CEILING_PART = "ceiling: "   # + an implementation's name (padloss_numba.stream.ceilings)
 
 _FIRST_RESULT = """
 import time
@@ -197,14 +199,16 @@ class Workload:
         """A native PyTorch kernel of the closest op, where there is one."""
         return None
 
-    def ceiling(self) -> tuple[Callable[[], object], int]:
-        """The streaming kernel of the same read/write mix moving about the same
-        bytes, and the bytes it moves."""
-        from padloss_numba.stream import make_stream
+    def ceilings(self) -> dict[str, tuple[Callable[[], object], int]]:
+        """Every streaming implementation of the same read/write mix moving about
+        the same bytes (name -> (fn, bytes it moves)): the normal-store ones, whose
+        best per round is :data:`CEILING` (``best_ceiling``), and :data:`CEILING_NT`."""
+        from padloss_numba.stream import ceilings
 
         streams = self.ceiling_inputs + 1
         words = max(1, self.nbytes // (4 * streams))   # float32 words per stream
-        return make_stream(self.ceiling_inputs, words), 4 * words * streams
+        return {CEILING_NT if name == "nt" else CEILING_PART + name: (fn, 4 * words * streams)
+                for name, fn in ceilings(self.ceiling_inputs, words).items()}
 
 
 class PadWorkload(Workload):
@@ -286,7 +290,7 @@ class L1Workload(Workload):
 
 def candidates(w: Workload, backends: list[str], *, torch: bool, reference: bool
                ) -> tuple[dict[str, tuple[Callable[[], object], int]], dict[str, str]]:
-    """What computes ``w`` (name -> (fn, bytes moved)), the ceiling last, and
+    """What computes ``w`` (name -> (fn, bytes moved)), the ceilings last, and
     name -> why a backend left out refused. Each padloss backend is called once
     here, so the kernel is compiled (or loaded) before any timing."""
     found: dict[str, tuple[Callable[[], object], int]] = {}
@@ -306,8 +310,17 @@ def candidates(w: Workload, backends: list[str], *, torch: bool, reference: bool
             found[TORCH_NATIVE] = (native, w.nbytes)
     if reference:
         found[REFERENCE] = (w.reference(), w.nbytes)
-    found[CEILING] = w.ceiling()
+    found.update(w.ceilings())
     return found, refused
+
+
+def best_ceiling(results: dict[str, Result]) -> Result:
+    """:data:`CEILING`: per round, the fastest normal-store ceiling in ``results``
+    (each round's best, as the machine's bandwidth moves between rounds)."""
+    from padloss_numba.stream import NORMAL_STORES
+
+    parts = [results[CEILING_PART + name] for name in NORMAL_STORES if CEILING_PART + name in results]
+    return Result(CEILING, parts[0].nbytes, [min(times) for times in zip(*(p.seconds for p in parts))])
 
 
 def first_result_s(runs: int = 3) -> float:

@@ -154,7 +154,8 @@ def test_bench_json_holds_every_implementation_and_the_latencies(report):
     assert report["dtypes"] == ["float32"] and report["rounds"] == 1
     assert report["threads"]["numba"] >= 1
     assert report["others_busy_cores"] is None or 0 <= report["others_busy_cores"] <= report["cpus"]
-    impls = ["padloss numba", benchmark.REFERENCE, benchmark.CEILING]
+    impls = ["padloss numba", benchmark.REFERENCE, benchmark.CEILING, benchmark.CEILING_NT,
+             benchmark.CEILING_PART + "prange", benchmark.CEILING_PART + "numpy"]
     if benchmark.torch_installed():
         impls += [benchmark.TORCH_AUTOGRAD]
         assert report["torch_allocator"] in ("default", f"{cli.THP_VAR}={os.environ.get(cli.THP_VAR)}")
@@ -165,6 +166,10 @@ def test_bench_json_holds_every_implementation_and_the_latencies(report):
             assert r["median_s"] > 0 and r["gbps"] > 0 and r["ratio_to_ceiling"] > 0
             assert len(r["seconds"]) == 1 and r["nbytes"] > 0
         assert rows[benchmark.CEILING]["ratio_to_ceiling"] == pytest.approx(1)
+        assert rows[benchmark.CEILING_NT]["ratio_to_nt"] == pytest.approx(1)
+        # the ceiling is, round by round, the fastest of the normal-store implementations
+        parts = [rows[benchmark.CEILING_PART + name]["seconds"] for name in ("prange", "numpy")]
+        assert rows[benchmark.CEILING]["seconds"] == [min(t) for t in zip(*parts)]
         if benchmark.torch_installed():
             assert rows[benchmark.TORCH_AUTOGRAD]["speedup_vs_torch"] == pytest.approx(1)
     assert {(r["op"], r["call"]) for r in report["latency"]} == \
@@ -179,10 +184,12 @@ def test_bench_table_puts_the_ops_side_by_side(report):
     top = next(i for i, line in enumerate(lines) if line.lstrip().startswith("| circular_pad2d_backward"))
     assert [cell.strip() for cell in lines[top].split("|")[1:]] == list(OPS)
     assert lines[top + 1].split() == ["size", "dtype", "implementation"] + \
-        ["|", "time", "GB/s", "x", "ceil", "x", "torch"] * 2
+        ["|", "time", "GB/s", "x", "ceil", "x", "nt", "x", "torch"] * 2
     rows = lines[top + 2:lines.index("", top)]
     assert rows[0].split()[:4] == ["tiny", "float32", "padloss", "numba"]
     assert any(row.split()[:1] == ["ceiling"] for row in rows)
+    assert any(row.split()[:2] == ["ceiling", "nt"] for row in rows)
+    assert not any(row.split()[:2] in (["ceiling", "prange"], ["ceiling", "numpy"]) for row in rows)
     assert all(row.count("|") == 2 for row in rows)
     assert any(line.startswith("first result in a fresh process") for line in lines)
 
