@@ -72,7 +72,7 @@ def _compiled_variants() -> list[str]:
     lines = [f"compiled variants (current sources): {bodies} bodies for {len(found)} op/dtype sets"
              + (f"; {stale} records of older sources, whose files are stale" if stale else "")]
     for (op, dtypes), v in sorted(found.items()):
-        lines.append(f"  {op:24} {dtypes:36} bodies: {', '.join(sorted(v['bodies']))}"
+        lines.append(f"  {op:24} {dtypes:42} bodies: {', '.join(sorted(v['bodies']))}"
                      f" | entries: {', '.join(sorted(v['entries'], reverse=True))}")
     return lines
 

@@ -68,11 +68,16 @@ def test_info_lists_the_compiled_variants_of_the_current_sources():
     lines = done.stdout.splitlines()
     head = next(line for line in lines if line.startswith("compiled variants (current sources): "))
     assert int(head.split(": ")[1].split()[0]) >= 2   # bodies
-    pad = next(line.split() for line in lines if line.split()[:2] == ["circular_pad2d_backward", "float32"])
-    assert "C-contiguous" in pad and "serial" in pad[pad.index("entries:"):]
-    l1 = next(line for line in lines if line.split()[:1] == ["l1_loss_backward"]
-              and "float32, float32, int32 -> float32 " in line)
-    assert "exact" in l1.split("bodies: ")[1].split(" | ")[0].split(", ")   # "sum", grad in out's dtype
+
+    def cells(line):   # the bodies and the entries a line lists
+        bodies, entries = line.split(" bodies: ")[1].split(" | entries: ")
+        return bodies.split(", "), entries.split(", ")
+
+    pad = cells(next(line for line in lines if line.split()[:2] == ["circular_pad2d_backward", "float32"]))
+    assert "C-contiguous" in pad[0] and "serial" in pad[1]
+    l1 = cells(next(line for line in lines if line.split()[:1] == ["l1_loss_backward"]
+                    and "float32, float32, int32 -> float32 " in line))
+    assert "exact" in l1[0] and "serial" in l1[1]   # "sum", grad_output in the output's dtype
 
 
 def test_variant_records_of_older_sources_count_as_stale(tmp_path, monkeypatch):

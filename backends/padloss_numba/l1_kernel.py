@@ -238,10 +238,11 @@ def make_kernel(parallel: bool):
     ``nest`` holds NEST_SIZE int64s: the loop shape (``RANK`` dims), each array's
     strides over it (4 x ``RANK``), each array's offset of element 0 (4, from
     STARTS), the inner block length, how many pieces the work is split into
-    (the serial entry runs one), and the body's address. One array, not tuples or scalars: Numba unboxes
-    nested tuples slowly (~1 us a call), every argument costs ~0.05 us, and
-    parallel regions take arrays. The caller reads the thread count, since reading it here
-    would keep Numba from caching the kernel on disk.
+    (the serial entry runs one), and the body's address. One array, not tuples
+    or scalars: Numba unboxes nested tuples slowly (~1 us a call), every
+    argument costs ~0.05 us, and parallel regions take arrays. The caller reads
+    the thread count, since reading it here would keep Numba from caching the
+    kernel on disk.
     """
     if parallel:
         def kernel(go, x, t, out, nest, coef):
