@@ -498,6 +498,13 @@ def _autograd_report(rows: list[dict]) -> list[str]:
             "", _table(header, table, {3, 4, 5})]
 
 
+def _shown_impls(report: dict) -> list[str]:
+    """The implementations the table and the plot show, in order: the ceilings' parts are
+    in the JSON only; their best and the streamed ceiling are shown."""
+    return [impl for impl in dict.fromkeys(r["impl"] for r in report["results"])
+            if not impl.startswith(benchmark.CEILING_PART)]
+
+
 def format_report(report: dict) -> str:
     """The side-by-side table (one column group per op), then latency."""
     ops = list(dict.fromkeys(r["op"] for r in report["results"]))
@@ -528,9 +535,7 @@ def format_report(report: dict) -> str:
     header = ["size", "dtype", "implementation"]
     for _ in ops:
         header += ["|", "time", "GB/s", "x ceil", "x nt", "x torch"]
-    # the ceilings' parts are in the JSON; the table shows their best and the streamed one
-    impls = [impl for impl in dict.fromkeys(r["impl"] for r in report["results"])
-             if not impl.startswith(benchmark.CEILING_PART)]
+    impls = _shown_impls(report)
     rows, last = [], None
     for size in report["sizes"]:
         for dtype in report["dtypes"]:
@@ -572,8 +577,7 @@ def plot(report: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     ops = list(dict.fromkeys(r["op"] for r in report["results"]))
-    impls = [impl for impl in dict.fromkeys(r["impl"] for r in report["results"])
-             if not impl.startswith(benchmark.CEILING_PART)]
+    impls = _shown_impls(report)
     dtypes = report["dtypes"]
     fig, axes = plt.subplots(len(ops), len(dtypes), figsize=(4.8 * len(dtypes), 3.8 * len(ops)),
                              squeeze=False, sharex=True)

@@ -68,7 +68,6 @@ def call_body(typingctx, body, args):
     return types.void(body, args), codegen
 
 
-
 @intrinsic
 def stack_array(typingctx, like, nbytes):
     """A 1-D array of ``like``'s dtype on the caller's stack, ``nbytes`` (a literal)

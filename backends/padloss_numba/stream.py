@@ -63,15 +63,25 @@ def stream(inputs, out, pieces):
 NORMAL_STORES = ("prange", "numpy")   # the ceilings that write through the caches
 
 
+def _mix(n_inputs: int, n_elements: int, dtype=np.float32) -> tuple[tuple, np.ndarray]:
+    """The inputs and the output of a stream, allocated and touched."""
+    return tuple(np.ones(n_elements, dtype) for _ in range(n_inputs)), np.zeros(n_elements, dtype)
+
+
+def _streamed_pieces(out: np.ndarray) -> int:
+    """``stream``'s ``pieces`` that stream ``out`` past the caches, as the ops would (0, normal
+    stores, below the size they stream from)."""
+    return 2 * numba.get_num_threads() if out.nbytes >= STREAM_MIN_BYTES else 0
+
+
 def ceilings(n_inputs: int, n_elements: int) -> dict:
     """Zero-argument callables streaming ``n_inputs`` reads + 1 write of ``n_elements``
     float32 words each, by name: ``prange`` and ``numpy`` (where one NumPy call makes
     that single pass) in normal stores, ``nt`` streaming an output as large as the
     ops stream (normal stores below that). They share buffers, allocated, touched
     and compiled here."""
-    inputs = tuple(np.ones(n_elements, np.float32) for _ in range(n_inputs))
-    out = np.zeros(n_elements, np.float32)
-    pieces = 2 * numba.get_num_threads() if out.nbytes >= STREAM_MIN_BYTES else 0
+    inputs, out = _mix(n_inputs, n_elements)
+    pieces = _streamed_pieces(out)
     found = {"prange": lambda: stream(inputs, out, 0)}
     if n_inputs == 1:
         found["numpy"] = lambda: np.copyto(out, inputs[0])
@@ -87,8 +97,7 @@ def make_stream(n_inputs: int, n_elements: int, dtype=np.float32, nontemporal: b
     """A zero-argument callable streaming ``n_inputs`` reads + 1 write of
     ``n_elements`` each (buffers allocated and touched once, here); with
     ``nontemporal``, an output as large as the ops stream is streamed too."""
-    inputs = tuple(np.ones(n_elements, dtype) for _ in range(n_inputs))
-    out = np.zeros(n_elements, dtype)
-    pieces = 2 * numba.get_num_threads() if nontemporal and out.nbytes >= STREAM_MIN_BYTES else 0
+    inputs, out = _mix(n_inputs, n_elements, dtype)
+    pieces = _streamed_pieces(out) if nontemporal else 0
     stream(inputs, out, pieces)   # compile (or load) and fault the pages in
     return lambda: stream(inputs, out, pieces)
