@@ -292,8 +292,7 @@ for dtype in dtypes:
 
 def warmup(args: argparse.Namespace) -> int:
     """Compile (or load) every kernel padloss.warmup() prepares, one child process
-    per op, all at once: Numba compiles on one core, and each op's kernels share
-    one cache index, which two writers at once would each overwrite."""
+    per op, all at once: Numba compiles on one core."""
     import selectors
     import time
 

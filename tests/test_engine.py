@@ -414,3 +414,52 @@ def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
     for kernel in kernels:
         cells = [c.cell_contents for c in kernel.py_func.__closure__ or ()]
         assert all(constant(v) for v in cells), (kernel.py_func.__qualname__, cells)
+
+
+def _kernels():
+    from padloss_numba import l1_kernel, pad_kernel, stream
+    from padloss_numba.convert import F32
+
+    return [pad_kernel.chunk_body(F32), pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(False),
+            l1_kernel.chunk_body((F32, F32, F32, F32), F32, True, False), stream.stream]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the cache lock is POSIX's flock")
+def test_every_kernel_reads_and_writes_its_cache_entries_under_the_lock():
+    """padloss_numba.disk_cache.jit swaps the class of Numba's private per-kernel
+    cache file (dispatcher._cache._cache_file): this fails when Numba moves it."""
+    from padloss_numba.disk_cache import ENABLED, LockedIndex
+
+    if not ENABLED:
+        pytest.skip("PADLOSS_NUMBA_CACHE=0")
+    for kernel in _kernels():
+        assert type(kernel._cache._cache_file) is LockedIndex, kernel.py_func.__qualname__
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the cache lock is POSIX's flock")
+def test_a_save_waits_for_anothers_so_both_entries_survive(tmp_path):
+    """Two writers of one kernel's index (two processes, here two threads: flock
+    locks are per open file): the second waits, then takes the next data file."""
+    from padloss_numba.disk_cache import LockedIndex
+
+    first, second = (LockedIndex(str(tmp_path), "body-7.py311", "stamp") for _ in range(2))
+    inside, release = threading.Event(), threading.Event()
+    write_index = first._save_index
+
+    def paused(overloads):   # between reading the index and writing it back
+        inside.set()
+        release.wait(10)
+        write_index(overloads)
+
+    first._save_index = paused
+    a = threading.Thread(target=first.save, args=("key a", "code a"))
+    a.start()
+    assert inside.wait(10)
+    b = threading.Thread(target=second.save, args=("key b", "code b"))
+    b.start()
+    b.join(0.5)              # unlocked, it would finish now, with the number the first one took
+    release.set()
+    a.join(10)
+    b.join(10)
+    assert (second.load("key a"), second.load("key b")) == ("code a", "code b")
+    assert sorted(p.name for p in tmp_path.glob("*.nbc")) == ["body-7.py311.1.nbc", "body-7.py311.2.nbc"]

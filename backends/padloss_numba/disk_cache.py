@@ -17,13 +17,23 @@ kernels of this package and nothing else:
 Parallel kernels are cached too: the thread count is a run-time argument of
 every kernel (never read inside one), and the tests run cached kernels at 1
 and 2 threads.
+
+Several processes may compile into one folder at once (DDP ranks, warmup's
+children, test workers): every kernel made by :func:`jit` reads and writes its
+cache entries under a file lock (:class:`LockedIndex`).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:        # not POSIX: entries are saved unlocked, as Numba itself does
+    fcntl = None
 
 import numba
 from numba.core import caching
@@ -83,6 +93,48 @@ class PadlossCacheLocator(caching._CacheLocator):
         except OSError:
             return None   # unwritable: fall back to Numba's locators
         return locator
+
+
+class LockedIndex(caching.IndexDataCacheFile):
+    """Numba's index and data files of one kernel, read under a shared lock and
+    written under an exclusive one (``<index>.lock`` beside them).
+
+    Numba saves a new entry unlocked: read the index, take the first free data
+    file number, write the index, then the data. Two processes saving variants of
+    one kernel at once can take the same number, and a reader between the index
+    and the data write can load a stale file: either way a later process runs one
+    variant's machine code for another's arguments.
+    """
+
+    def save(self, key, data):
+        with self._locked(fcntl.LOCK_EX):
+            super().save(key, data)
+
+    def load(self, key):
+        with self._locked(fcntl.LOCK_SH):
+            return super().load(key)
+
+    @contextlib.contextmanager
+    def _locked(self, mode: int):
+        try:
+            lock = open(self._index_path + ".lock", "ab")
+        except OSError:      # the folder is gone: Numba recreates it before a save, a load finds nothing
+            yield
+            return
+        with lock:
+            fcntl.flock(lock, mode)   # released when the file closes
+            yield
+
+
+def jit(**options):
+    """``numba.njit`` for a padloss kernel: nogil, cached on disk unless the
+    ``numba_cache`` setting is off, its cache entries locked (:class:`LockedIndex`)."""
+    def decorate(py_func):
+        dispatcher = numba.njit(cache=ENABLED, nogil=True, **options)(py_func)
+        if ENABLED and fcntl is not None:
+            dispatcher._cache._cache_file.__class__ = LockedIndex   # private: see test_engine
+        return dispatcher
+    return decorate
 
 
 def install() -> None:

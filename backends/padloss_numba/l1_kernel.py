@@ -31,7 +31,7 @@ from numba.core import errors
 from numba.extending import overload
 
 from .convert import F64, load, store_exact, store_nearest_even
-from .disk_cache import ENABLED as CACHE
+from .disk_cache import jit
 from .indirect import call_body, stack_array
 from .nontemporal import STAGE_BYTES, drain, fence, lead_in
 
@@ -253,7 +253,7 @@ def make_kernel(parallel: bool):
         def kernel(go, x, t, out, nest, coef):
             call_body(nest[BODY], (go, x, t, out, nest, coef, np.int64(0), np.int64(1)))
 
-    return njit(parallel=parallel, cache=CACHE, nogil=True, _nrt=False)(kernel)
+    return jit(parallel=parallel, _nrt=False)(kernel)
 
 
 @functools.lru_cache(maxsize=None)
@@ -281,7 +281,7 @@ def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool, str
             _work(gk, xk, tk, ok, promoted, exact, straight, out[:0], go, x, t, out, nest, coef, chunk,
                   chunks)
 
-    return njit(cache=CACHE, nogil=True, _nrt=False)(body)
+    return jit(_nrt=False)(body)
 
 
 @njit(inline="always")

@@ -35,7 +35,7 @@ from numba import njit, prange
 from padloss import rules
 
 from .convert import F32, F64, load, store_half_away, store_nearest_even
-from .disk_cache import ENABLED as CACHE
+from .disk_cache import jit
 from .indirect import call_body
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
@@ -139,7 +139,7 @@ def make_kernel(kind: int, parallel: bool):
         def kernel(go, gi, axes, workspace):
             call_body(axes[BODY], (go, gi, axes, workspace, np.int64(0), np.int64(1)))
 
-    return njit(parallel=parallel, cache=CACHE, nogil=True, _nrt=False)(kernel)
+    return jit(parallel=parallel, _nrt=False)(kernel)
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,4 +180,4 @@ def chunk_body(kind: int):
                     continue
                 _fold_columns(acc, 0, acc_kind, out, h, kind, w_crop, w_kept, w_before, w_after)
 
-    return njit(cache=CACHE, nogil=True, _nrt=False)(body)
+    return jit(_nrt=False)(body)

@@ -21,7 +21,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .disk_cache import ENABLED as CACHE
+from .disk_cache import jit
 from .nontemporal import STAGE_BYTES, STREAM_MIN_BYTES, drain, fence, lead_in
 
 
@@ -36,7 +36,7 @@ def _sums(inputs, start, dst, d0, count):
         dst[np.uint64(d0 + i)] = acc
 
 
-@njit(parallel=True, cache=CACHE, nogil=True)
+@jit(parallel=True)
 def stream(inputs, out, pieces):
     """The sums into ``out``: normal stores with ``pieces`` 0, else ``pieces`` staged,
     non-temporal runs (all normal stores when ``out`` is not aligned to its item size)."""
