@@ -288,6 +288,22 @@ class L1Workload(Workload):
         return lambda: torch.autograd.grad(loss, x, go, retain_graph=True)
 
 
+def workload(op: str, dtype: str, size: str, reduction: str) -> Workload:
+    """The bench's workload for ``op`` ("pad" or "l1") at a size of :data:`SIZES`."""
+    shape = SIZES[size]
+    if op == "pad":
+        return PadWorkload(dtype, shape)
+    return L1Workload(dtype, shape, reduction)
+
+
+def prepare(w: Workload) -> None:
+    """Run ``w``'s padloss call (automatic backend) and each of its ceilings once:
+    everything the bench compiles for ``w`` is then compiled (or loaded)."""
+    w.padloss(None)()
+    for fn, _ in w.ceilings().values():
+        fn()
+
+
 def candidates(w: Workload, backends: list[str], *, torch: bool, reference: bool
                ) -> tuple[dict[str, tuple[Callable[[], object], int]], dict[str, str]]:
     """What computes ``w`` (name -> (fn, bytes moved)), the ceilings last, and
@@ -323,16 +339,17 @@ def best_ceiling(results: dict[str, Result]) -> Result:
     return Result(CEILING, parts[0].nbytes, [min(times) for times in zip(*(p.seconds for p in parts))])
 
 
-def first_result_s(runs: int = 3) -> float:
+def first_result_s(runs: int = 3, warm_first: bool = True) -> float:
     """Seconds from ``import padloss`` to a first result, in a fresh interpreter
-    (numpy already imported) with a warm compile cache: the median of ``runs``
-    after one run that warms the cache."""
+    (numpy already imported) with a warm compile cache: the median of ``runs``,
+    after one run that warms the cache unless ``warm_first`` is off (the caller
+    has just run the same call, the tiny float32 pad)."""
     times = []
-    for _ in range(runs + 1):
+    for _ in range(runs + warm_first):
         done = subprocess.run([sys.executable, "-c", _FIRST_RESULT], capture_output=True, text=True,
                               check=True)
         times.append(float(done.stdout))
-    return statistics.median(times[1:])
+    return statistics.median(times[warm_first:])
 
 
 # ---------------------------------------------------------------------------

@@ -280,6 +280,30 @@ def check(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- warmup
 
+def compile_in_children(scripts: dict[str, list[str]], progress: Progress) -> list[str]:
+    """Run ``python -c script args...`` for each label (label -> [script, args...]) all
+    at once, Numba compiling on one core in each (their cache writes are locked:
+    padloss_numba.disk_cache); each line a child prints counts one step of
+    ``progress`` done. Returns the labels whose child failed."""
+    import selectors
+
+    children = {label: subprocess.Popen([sys.executable, "-c", *argv], stdout=subprocess.PIPE, text=True)
+                for label, argv in scripts.items()}
+    selector = selectors.DefaultSelector()
+    for label, child in children.items():
+        selector.register(child.stdout, selectors.EVENT_READ, label)
+    open_pipes = len(children)
+    while open_pipes:
+        for key, _ in selector.select():
+            line = key.fileobj.readline()
+            if not line:
+                selector.unregister(key.fileobj)
+                open_pipes -= 1
+                continue
+            progress.finished(f"{key.data}, {line.strip()} ready")
+    return [label for label, child in children.items() if child.wait() != 0]
+
+
 # A child's script: warm one op's kernels, one dtype at a time, saying when each is done.
 _WARMUP_CHILD = """
 import sys, padloss
@@ -292,36 +316,21 @@ for dtype in dtypes:
 
 def warmup(args: argparse.Namespace) -> int:
     """Compile (or load) every kernel padloss.warmup() prepares, one child process
-    per op, all at once: Numba compiles on one core."""
-    import selectors
+    per op, all at once."""
     import time
 
     dtypes = args.dtypes or list(WARMUP_DTYPES)
     ops = list(WARMUP_OPS)
     progress = Progress(len(ops) * len(dtypes))
     t0 = time.perf_counter()
-    children = {op: subprocess.Popen([sys.executable, "-c", _WARMUP_CHILD, op, *dtypes],
-                                     stdout=subprocess.PIPE, text=True) for op in ops}
-    selector = selectors.DefaultSelector()
-    for op, child in children.items():
-        selector.register(child.stdout, selectors.EVENT_READ, op)
-    open_pipes = len(children)
-    while open_pipes:
-        for key, _ in selector.select():
-            line = key.fileobj.readline()
-            if not line:
-                selector.unregister(key.fileobj)
-                open_pipes -= 1
-                continue
-            progress.finished(f"{key.data}, {line.strip()} ready")
-    failed = [op for op, child in children.items() if child.wait() != 0]
+    failed = compile_in_children({op: [_WARMUP_CHILD, op, *dtypes] for op in ops}, progress)
     progress.close()
     seconds = time.perf_counter() - t0
     if failed:
         print(f"padloss warmup: failed for {', '.join(failed)} (see the errors above)")
         return 1
     print(f"padloss warmup: {len(ops)} ops x {len(dtypes)} dtypes ready in {seconds:.1f} s "
-          f"({len(children)} processes); compile cache: {_compile_cache()}")
+          f"({len(ops)} processes); compile cache: {_compile_cache()}")
     return 0
 
 
@@ -334,13 +343,6 @@ def _rerun_with_thp(argv: list[str]) -> int:
     env = dict(os.environ, **{THP_VAR: "1"})
     rest = [a for a in argv if a != "--thp"]
     return subprocess.run([sys.executable, "-m", "padloss", *rest], env=env).returncode
-
-
-def _workload(op: str, dtype: str, size: str, reduction: str) -> benchmark.Workload:
-    shape = benchmark.SIZES[size]
-    if op == "pad":
-        return benchmark.PadWorkload(dtype, shape)
-    return benchmark.L1Workload(dtype, shape, reduction)
 
 
 def _rows(w: benchmark.Workload, size: str, dtype: str, results: dict[str, benchmark.Result]) -> list[dict]:
@@ -362,7 +364,7 @@ def _latency(reduction: str, rounds: int, round_s: float) -> list[dict]:
     """The tiny float32 call, one-shot and as a cached executor's run(), interleaved."""
     rows = []
     for op in ("pad", "l1"):
-        w = _workload(op, "float32", "tiny", reduction)
+        w = benchmark.workload(op, "float32", "tiny", reduction)
         runs = {"one-shot call": w.padloss(None), "executor.run()": w.executor().run}
         calls = {name: benchmark.calls_per_round(fn, round_s) for name, fn in runs.items()}
         timed = {name: (fn, w.nbytes) for name, fn in runs.items()}
@@ -411,8 +413,13 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
     if args.threads:
         numba.set_num_threads(args.threads)
     infos = padloss.available_backends()
-    backends = [b.name for b in infos if b.available]
     not_measured = {f"padloss {b.name}": b.reason for b in infos if not b.available}
+    backends = [b.name for b in infos if b.available]
+    if args.quick:   # the backends padloss picks for NumPy arrays: a CPU one computes where they live
+        not_measured.update({f"padloss {b.name}": f"--quick (computes on {', '.join(b.devices)}; "
+                             "`padloss bench` times it on the CPU too)"
+                             for b in infos if b.available and "cpu" not in b.devices})
+        backends = [b.name for b in infos if b.available and "cpu" in b.devices]
     if torch is None:
         not_measured["pytorch"] = "not installed" if not benchmark.torch_installed() else "--no-torch"
     if "large" in args.sizes:
@@ -428,7 +435,7 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
         for dtype in args.dtypes:
             for op in ("pad", "l1"):
                 progress.step(f"{op}, {size}, {dtype}")
-                w = _workload(op, dtype, size, args.reduction)
+                w = benchmark.workload(op, dtype, size, args.reduction)
                 found, refused = benchmark.candidates(w, backends, torch=torch is not None,
                                                       reference=size != "large")
                 not_measured.update({f"{name}, {w.label}": why for name, why in refused.items()})
@@ -445,7 +452,7 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
     progress.step("latency of the tiny call")
     latency = _latency(args.reduction, args.rounds, args.round_s)
     progress.step("first result in a fresh process")
-    first = benchmark.first_result_s(runs=1 if args.quick else 3)
+    first = benchmark.first_result_s(runs=1 if args.quick else 3, warm_first=not args.quick)
     layer, threads = _numba_threads()
     return dict(padloss=padloss.__version__, threading_layer=layer, cpus=os.cpu_count(),
                 others_busy_cores=benchmark.others_busy_cores(cpu_start, benchmark.cpu_seconds()),
@@ -600,6 +607,36 @@ def plot(report: dict, path: str) -> None:
     plt.close(fig)
 
 
+# A child's script: compile (or load) what the bench times for one op, a size and dtype at a time.
+_PREPARE_CHILD = """
+import logging, sys
+from padloss import benchmark
+logging.getLogger("padloss").setLevel(logging.ERROR)   # its note on slow first calls: asked for here
+op, reduction, sizes, dtypes = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(",")
+for size in sizes:
+    for dtype in dtypes:
+        benchmark.prepare(benchmark.workload(op, dtype, size, reduction))
+        print(size, dtype, flush=True)
+"""
+
+
+def compile_ahead(args: argparse.Namespace) -> dict[str, list[str]]:
+    """The children (one per op, see compile_in_children) that compile the bench's
+    kernels before it measures, when the compile cache holds no pad kernel of the
+    bench's dtypes for the current sources: a first run, whose compiles would
+    otherwise run one after another on one core. None when the cache holds them,
+    or when the Numba backend or its disk cache is off (a child's compile would be lost)."""
+    if not any(b.name == "numba" and b.available for b in padloss.available_backends()):
+        return {}
+    from padloss_numba import disk_cache, variants
+
+    found, _ = variants.listing()
+    if not disk_cache.ENABLED or any((benchmark.PadWorkload.op, d) in found for d in args.dtypes):
+        return {}
+    return {op: [_PREPARE_CHILD, op, args.reduction, ",".join(args.sizes), ",".join(args.dtypes)]
+            for op in ("pad", "l1")}
+
+
 def bench(args: argparse.Namespace) -> int:
     if args.thp and os.environ.get(THP_VAR) != "1":
         return _rerun_with_thp(args.argv)
@@ -614,8 +651,13 @@ def bench(args: argparse.Namespace) -> int:
     args.rounds = args.rounds or 7
     args.round_s = 0.005 if args.quick else 0.02
     groups = (len(args.sizes) + len(autograd_sizes(args))) * len(args.dtypes) * 2 + 3
-    progress = Progress(groups)
+    ahead = compile_ahead(args)
+    progress = Progress(groups + len(ahead) * len(args.sizes) * len(args.dtypes))
     try:
+        if ahead:
+            print(f"padloss bench: compiling its kernels first, {len(ahead)} processes at once (the first "
+                  "run of these sources; later runs load them)", file=sys.stderr)
+            compile_in_children(ahead, progress)   # what a failed child left, the bench compiles itself
         report = _measure(args, progress)
     finally:
         progress.close()
@@ -660,7 +702,8 @@ def parser() -> argparse.ArgumentParser:
                        description="Time both ops on every available backend, PyTorch CPU autograd (if "
                                    "installed) and the NumPy reference, with a streaming ceiling kernel "
                                    "of the same read/write mix, in interleaved rounds.")
-    b.add_argument("--quick", action="store_true", help="float32 only, 3 short rounds: about ten seconds")
+    b.add_argument("--quick", action="store_true",
+                   help="float32 only, 3 short rounds, the backends of CPU arrays only: about 15 seconds")
     b.add_argument("--sizes", nargs="+", choices=list(benchmark.SIZES), default=list(benchmark.SIZES))
     b.add_argument("--dtypes", nargs="+", choices=list(benchmark.DTYPES), default=None,
                    help="default: all (float32 with --quick)")

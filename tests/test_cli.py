@@ -182,6 +182,12 @@ def test_bench_json_holds_every_implementation_and_the_latencies(report):
     assert report["first_result_s"] > 0
     assert "padloss ascend" in report["not_measured"] or \
         next(b for b in padloss.available_backends() if b.name == "ascend").available
+    # --quick times the backends padloss picks for NumPy arrays; the others are named, with why
+    for b in padloss.available_backends():
+        timed = any(r["impl"] == f"padloss {b.name}" for r in report["results"])
+        assert timed == (b.available and "cpu" in b.devices), b.name
+        if b.available and not timed:
+            assert report["not_measured"][f"padloss {b.name}"].startswith("--quick")
 
 
 def test_bench_table_puts_the_ops_side_by_side(report):
@@ -334,3 +340,20 @@ def test_warmup_prepares_every_op_and_dtype_in_child_processes(monkeypatch):
     ready = sorted(" ".join(step[2:]) for step in steps)
     assert ready == sorted(f"{op}, {dtype} ready" for op in ("circular_pad2d_backward", "l1_loss_backward")
                            for dtype in ("float32", "float16"))
+
+
+def test_a_first_bench_compiles_its_kernels_ahead_in_one_process_per_op(monkeypatch):
+    from padloss_numba import variants
+
+    args = cli.parser().parse_args(["bench", "--sizes", "tiny"])
+    args.dtypes = ["float32"]
+    monkeypatch.setattr(variants, "listing", lambda: ({}, 3))                 # nothing for these sources
+    children = cli.compile_ahead(args)
+    assert sorted(children) == ["l1", "pad"]
+    monkeypatch.setattr(variants, "listing", lambda: ({(benchmark.PadWorkload.op, "float32"): {}}, 0))
+    assert cli.compile_ahead(args) == {}                                        # a later run loads them
+    terminal = Terminal()
+    progress = cli.Progress(2, terminal)
+    assert cli.compile_in_children(children, progress) == []
+    steps = sorted(" ".join(piece.split()[2:]) for piece in terminal.getvalue().split("\r") if piece)
+    assert steps == ["l1, tiny float32 ready", "pad, tiny float32 ready"]
