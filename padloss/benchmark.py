@@ -31,11 +31,13 @@ from .l1_loss import l1_loss_backward, l1_loss_backward_get_workspace_size
 
 
 class Result(NamedTuple):
-    """Per-round seconds of one candidate (median over the calls of each round)."""
+    """Per-round seconds of one candidate (median over the calls of each round),
+    and which set of interleaved rounds (``group``: one per process) they are from."""
 
     name: str
     nbytes: int
     seconds: list[float]
+    group: str = ""
 
     @property
     def median_s(self) -> float:
@@ -69,7 +71,7 @@ def calls_per_round(fn: Callable[[], object], round_s: float, max_calls: int = 2
 
 
 def interleaved(candidates: dict[str, tuple[Callable[[], object], int]], rounds: int = 7,
-                calls: int | Mapping[str, int] = 5, warmup: int = 2) -> dict[str, Result]:
+                calls: int | Mapping[str, int] = 5, warmup: int = 2, group: str = "") -> dict[str, Result]:
     """Time every candidate (name -> (fn, bytes moved)) once per round, in turn.
 
     ``calls`` per round is one number for all, or one per name (fast and slow
@@ -82,17 +84,23 @@ def interleaved(candidates: dict[str, tuple[Callable[[], object], int]], rounds:
     for _ in range(rounds):
         for name, (fn, _) in candidates.items():
             seconds[name].append(time_round(fn, per_round[name]))
-    return {name: Result(name, nbytes, seconds[name]) for name, (_, nbytes) in candidates.items()}
+    return {name: Result(name, nbytes, seconds[name], group) for name, (_, nbytes) in candidates.items()}
+
+
+def _pairs(a: Result, b: Result) -> list[tuple[float, float]]:
+    """(a's, b's) seconds round by round when they were timed in the same rounds, else
+    their medians, the one pair that compares across processes."""
+    return list(zip(a.seconds, b.seconds)) if a.group == b.group else [(a.median_s, b.median_s)]
 
 
 def ratio(a: Result, b: Result) -> float:
     """Median over rounds of (a's bandwidth / b's bandwidth), i.e. how close a gets to b."""
-    return statistics.median((a.nbytes / ta) / (b.nbytes / tb) for ta, tb in zip(a.seconds, b.seconds))
+    return statistics.median((a.nbytes / ta) / (b.nbytes / tb) for ta, tb in _pairs(a, b))
 
 
 def speedup(a: Result, b: Result) -> float:
     """Median over rounds of (b's time / a's time): how many times faster a is."""
-    return statistics.median(tb / ta for ta, tb in zip(a.seconds, b.seconds))
+    return statistics.median(tb / ta for ta, tb in _pairs(a, b))
 
 
 def cpu_seconds() -> tuple[float, float, float] | None:
@@ -304,11 +312,16 @@ def prepare(w: Workload) -> None:
         fn()
 
 
-def candidates(w: Workload, backends: list[str], *, torch: bool, reference: bool
-               ) -> tuple[dict[str, tuple[Callable[[], object], int]], dict[str, str]]:
-    """What computes ``w`` (name -> (fn, bytes moved)), the ceilings last, and
-    name -> why a backend left out refused. Each padloss backend is called once
-    here, so the kernel is compiled (or loaded) before any timing."""
+TORCH_BACKENDS = ("torch", "ascend")
+"""The padloss backends that run torch ops: timed beside torch's own peers, in a
+process of their own (``torch_candidates``). After each parallel op torch's OpenMP
+threads spin for a while: in the process that times padloss's Numba kernels and
+the ceilings, they halved the medium pad's measured bandwidth on 2 cores."""
+
+
+def _padloss_calls(w: Workload, backends: list[str]) -> tuple[dict, dict[str, str]]:
+    """Each backend's call of ``w`` (name -> (fn, bytes moved)), called once here so
+    its kernel is compiled (or loaded) before any timing, and name -> why one refused."""
     found: dict[str, tuple[Callable[[], object], int]] = {}
     refused: dict[str, str] = {}
     for backend in backends:
@@ -319,14 +332,30 @@ def candidates(w: Workload, backends: list[str], *, torch: bool, reference: bool
             refused[name] = str(exc)
             continue
         found[name] = (fn, w.nbytes)
-    if torch:
-        found[TORCH_AUTOGRAD] = (w.torch_autograd(), w.nbytes)
-        native = w.torch_native()
-        if native is not None:
-            found[TORCH_NATIVE] = (native, w.nbytes)
+    return found, refused
+
+
+def candidates(w: Workload, backends: list[str], *, reference: bool
+               ) -> tuple[dict[str, tuple[Callable[[], object], int]], dict[str, str]]:
+    """What computes ``w`` without torch (name -> (fn, bytes moved)): the padloss
+    ``backends``, the NumPy reference if asked, the ceilings last; and name -> why a
+    backend refused."""
+    found, refused = _padloss_calls(w, backends)
     if reference:
         found[REFERENCE] = (w.reference(), w.nbytes)
     found.update(w.ceilings())
+    return found, refused
+
+
+def torch_candidates(w: Workload, backends: list[str]
+                     ) -> tuple[dict[str, tuple[Callable[[], object], int]], dict[str, str]]:
+    """What computes ``w`` with torch: the padloss ``backends`` (of TORCH_BACKENDS), then
+    PyTorch's autograd and its native kernel of the closest op, where there is one."""
+    found, refused = _padloss_calls(w, backends)
+    found[TORCH_AUTOGRAD] = (w.torch_autograd(), w.nbytes)
+    native = w.torch_native()
+    if native is not None:
+        found[TORCH_NATIVE] = (native, w.nbytes)
     return found, refused
 
 
@@ -336,7 +365,8 @@ def best_ceiling(results: dict[str, Result]) -> Result:
     from padloss_numba.stream import NORMAL_STORES
 
     parts = [results[CEILING_PART + name] for name in NORMAL_STORES if CEILING_PART + name in results]
-    return Result(CEILING, parts[0].nbytes, [min(times) for times in zip(*(p.seconds for p in parts))])
+    return Result(CEILING, parts[0].nbytes, [min(times) for times in zip(*(p.seconds for p in parts))],
+                  parts[0].group)
 
 
 def first_result_s(runs: int = 3, warm_first: bool = True) -> float:

@@ -401,15 +401,91 @@ def _autograd_backward(w: benchmark.Workload, size: str, dtype: str, args: argpa
     return _autograd_rows(w.label, size, w.out.shape, dtype, runs, args)
 
 
+def _workloads(args: argparse.Namespace):
+    """(op, size, dtype) of every workload the bench times, in order."""
+    return [(op, size, dtype) for size in args.sizes for dtype in args.dtypes for op in ("pad", "l1")]
+
+
+def _time_candidates(w: benchmark.Workload, found: dict, refused: dict[str, str], args: argparse.Namespace,
+                     not_measured: dict[str, str], group: str) -> dict[str, benchmark.Result]:
+    not_measured.update({f"{name}, {w.label}": why for name, why in refused.items()})
+    calls = {name: benchmark.calls_per_round(fn, args.round_s) for name, (fn, _) in found.items()}
+    return benchmark.interleaved(found, rounds=args.rounds, calls=calls, warmup=0, group=group)
+
+
+TORCH_GROUP = "torch"   # the Result.group of what the torch child times
+
+
+def torch_side(spec: dict) -> None:
+    """The bench's timings that run torch, in a child process of their own
+    (benchmark.TORCH_BACKENDS says why): per workload the padloss backends of
+    ``spec["backends"]`` and torch's peers, the rows through torch autograd and the
+    training step. Prints "step <label>" as each starts, then "report <json>"."""
+    import torch
+
+    args = argparse.Namespace(**spec)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    not_measured: dict[str, str] = {}
+    through_autograd = benchmark.padloss_torch_missing()
+    if through_autograd is not None:
+        not_measured[benchmark.AUTOGRAD_PADLOSS] = through_autograd
+
+    def step(label: str) -> None:
+        print("step", label, flush=True)
+
+    results, autograd = {}, []
+    for op, size, dtype in _workloads(args):
+        step(f"{op}, {size}, {dtype}: pytorch")
+        w = benchmark.workload(op, dtype, size, args.reduction)
+        found, refused = benchmark.torch_candidates(w, args.backends)
+        timed = _time_candidates(w, found, refused, args, not_measured, TORCH_GROUP)
+        results[f"{op} {size} {dtype}"] = [list(r) for r in timed.values()]
+        if through_autograd is None and size in autograd_sizes(args):
+            step(f"{op} through torch autograd, {size}, {dtype}")
+            autograd += _autograd_backward(w, size, dtype, args, not_measured)
+    if through_autograd is None:
+        step("training step, patched and not")
+        autograd += _autograd_rows(benchmark.STEP, None, benchmark.STEP_BATCH, "float32",
+                                   benchmark.training_step(), args)
+    print("report", json.dumps(dict(results=results, autograd=autograd, not_measured=not_measured,
+                                    threads=torch.get_num_threads())), flush=True)
+
+
+_TORCH_CHILD = """
+import json, sys
+from padloss import cli
+cli.torch_side(json.loads(sys.argv[1]))
+"""
+
+
+def _torch_steps(args: argparse.Namespace) -> int:
+    """How many progress steps the torch child takes."""
+    return (len(args.sizes) + len(autograd_sizes(args))) * len(args.dtypes) * 2 + 1
+
+
+def _run_torch_side(args: argparse.Namespace, backends: list[str], progress: Progress) -> dict:
+    """torch_side in a child process, its steps drawn on ``progress``; its report."""
+    spec = dict(sizes=args.sizes, dtypes=args.dtypes, reduction=args.reduction, rounds=args.rounds,
+                round_s=args.round_s, quick=args.quick, threads=args.threads, backends=backends)
+    child = subprocess.Popen([sys.executable, "-c", _TORCH_CHILD, json.dumps(spec)], stdout=subprocess.PIPE,
+                             text=True)
+    report = None
+    for line in child.stdout:
+        kind, _, rest = line.rstrip("\n").partition(" ")
+        if kind == "step":
+            progress.step(rest)
+        elif kind == "report":
+            report = json.loads(rest)
+    if child.wait() != 0 or report is None:
+        raise RuntimeError("padloss bench: the child process timing torch failed (see its errors above)")
+    return report
+
+
 def _measure(args: argparse.Namespace, progress: Progress) -> dict:
     import numba
 
     cpu_start = benchmark.cpu_seconds()
-    torch = None
-    if benchmark.torch_installed() and not args.no_torch:
-        import torch
-        if args.threads:
-            torch.set_num_threads(args.threads)
     if args.threads:
         numba.set_num_threads(args.threads)
     infos = padloss.available_backends()
@@ -420,35 +496,26 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
                              "`padloss bench` times it on the CPU too)"
                              for b in infos if b.available and "cpu" not in b.devices})
         backends = [b.name for b in infos if b.available and "cpu" in b.devices]
-    if torch is None:
+    with_torch = benchmark.torch_installed() and not args.no_torch
+    if not with_torch:
         not_measured["pytorch"] = "not installed" if not benchmark.torch_installed() else "--no-torch"
     if "large" in args.sizes:
         not_measured[benchmark.REFERENCE] = "at large (a model, not a kernel: 0.2 to 2 s a call)"
-    through_autograd = torch is not None
-    if through_autograd:
-        missing = benchmark.padloss_torch_missing()
-        if missing is not None:
-            through_autograd = False
-            not_measured[benchmark.AUTOGRAD_PADLOSS] = missing
-    results, autograd = [], []
-    for size in args.sizes:
-        for dtype in args.dtypes:
-            for op in ("pad", "l1"):
-                progress.step(f"{op}, {size}, {dtype}")
-                w = benchmark.workload(op, dtype, size, args.reduction)
-                found, refused = benchmark.candidates(w, backends, torch=torch is not None,
-                                                      reference=size != "large")
-                not_measured.update({f"{name}, {w.label}": why for name, why in refused.items()})
-                calls = {name: benchmark.calls_per_round(fn, args.round_s) for name, (fn, _) in found.items()}
-                timed = benchmark.interleaved(found, rounds=args.rounds, calls=calls, warmup=0)
-                results += _rows(w, size, dtype, timed)
-                if through_autograd and size in autograd_sizes(args):
-                    progress.step(f"{op} through torch autograd, {size}, {dtype}")
-                    autograd += _autograd_backward(w, size, dtype, args, not_measured)
-    if through_autograd:
-        progress.step("training step, patched and not")
-        autograd += _autograd_rows(benchmark.STEP, None, benchmark.STEP_BATCH, "float32",
-                                   benchmark.training_step(), args)
+    torch_backends = [b for b in backends if b in benchmark.TORCH_BACKENDS]
+    side = dict(results={}, autograd=[], not_measured={}, threads=None)
+    if with_torch:
+        side = _run_torch_side(args, torch_backends, progress)
+        not_measured.update(side["not_measured"])
+    results = []
+    for op, size, dtype in _workloads(args):
+        progress.step(f"{op}, {size}, {dtype}")
+        w = benchmark.workload(op, dtype, size, args.reduction)
+        found, refused = benchmark.candidates(w, [b for b in backends if b not in torch_backends],
+                                              reference=size != "large")
+        timed = _time_candidates(w, found, refused, args, not_measured, "")
+        peers = {r[0]: benchmark.Result(*r) for r in side["results"].get(f"{op} {size} {dtype}", [])}
+        ours = {name: r for name, r in timed.items() if name.startswith("padloss ")}
+        results += _rows(w, size, dtype, {**ours, **peers, **timed})   # padloss's, torch's, the rest
     progress.step("latency of the tiny call")
     latency = _latency(args.reduction, args.rounds, args.round_s)
     progress.step("first result in a fresh process")
@@ -456,10 +523,10 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
     layer, threads = _numba_threads()
     return dict(padloss=padloss.__version__, threading_layer=layer, cpus=os.cpu_count(),
                 others_busy_cores=benchmark.others_busy_cores(cpu_start, benchmark.cpu_seconds()),
-                threads=dict(numba=threads, torch=torch.get_num_threads() if torch else None),
+                threads=dict(numba=threads, torch=side["threads"]),
                 torch_allocator=f"{THP_VAR}={os.environ[THP_VAR]}" if THP_VAR in os.environ else "default",
                 rounds=args.rounds, sizes={s: benchmark.SIZES[s] for s in args.sizes},
-                padding=benchmark.PADDING, dtypes=args.dtypes, results=results, autograd=autograd,
+                padding=benchmark.PADDING, dtypes=args.dtypes, results=results, autograd=side["autograd"],
                 not_measured=not_measured, latency=latency, first_result_s=first)
 
 
@@ -535,8 +602,12 @@ def format_report(report: dict) -> str:
         "  can pass 1 there).",
     ]
     if threads["torch"] is not None:
-        lines += [f"x torch: speedup over {benchmark.TORCH_AUTOGRAD}, same rounds. {benchmark.TORCH_NATIVE}: "
-                  "torch's native", "  reflection_pad2d_backward on the same shapes."]
+        lines += [f"x torch: speedup over {benchmark.TORCH_AUTOGRAD}. What runs torch is timed in a child "
+                  "process of its own",
+                  "  (torch's threads spin after each op and slowed what ran next), "
+                  "so x torch and their x ceil",
+                  f"  are ratios of medians. {benchmark.TORCH_NATIVE}: torch's native "
+                  "reflection_pad2d_backward on the same shapes."]
     lines += [""]
     header = ["size", "dtype", "implementation"]
     for _ in ops:
@@ -650,7 +721,8 @@ def bench(args: argparse.Namespace) -> int:
     args.dtypes = args.dtypes or list(benchmark.DTYPES)
     args.rounds = args.rounds or 7
     args.round_s = 0.005 if args.quick else 0.02
-    groups = (len(args.sizes) + len(autograd_sizes(args))) * len(args.dtypes) * 2 + 3
+    with_torch = benchmark.torch_installed() and not args.no_torch
+    groups = len(_workloads(args)) + 2 + (_torch_steps(args) if with_torch else 0)
     ahead = compile_ahead(args)
     progress = Progress(groups + len(ahead) * len(args.sizes) * len(args.dtypes))
     try:

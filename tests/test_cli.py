@@ -357,3 +357,30 @@ def test_a_first_bench_compiles_its_kernels_ahead_in_one_process_per_op(monkeypa
     assert cli.compile_in_children(children, progress) == []
     steps = sorted(" ".join(piece.split()[2:]) for piece in terminal.getvalue().split("\r") if piece)
     assert steps == ["l1, tiny float32 ready", "pad, tiny float32 ready"]
+
+
+def test_ratios_pair_rounds_within_one_process_and_medians_across():
+    a = benchmark.Result("a", 100, [1.0, 2.0, 3.0])
+    b = benchmark.Result("b", 100, [2.0, 2.0, 20.0])
+    assert benchmark.speedup(a, b) == 2.0                  # per round: 2, 1, 6.7
+    elsewhere = b._replace(group=cli.TORCH_GROUP)          # timed in the torch child
+    assert benchmark.speedup(a, elsewhere) == 1.0          # medians: 2 / 2
+    assert benchmark.ratio(a, elsewhere) == 1.0
+
+
+@pytest.mark.skipif(not benchmark.torch_installed(), reason="needs torch")
+def test_bench_times_torch_in_a_child_process_and_never_imports_it():
+    """torch's OpenMP threads spin after each op: in the process timing padloss and the
+    ceilings they halved the medium pad's bandwidth, so torch runs in a child."""
+    script = ("import sys, io, contextlib\nfrom padloss import cli\n"
+              "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+              "    assert cli.main(['bench', '--quick', '--sizes', 'tiny', '--rounds', '1', '--json']) == 0\n"
+              "import json; report = json.loads(out.getvalue())\n"
+              "print(json.dumps(['torch' in sys.modules, sorted({r['impl'] for r in report['results']}),"
+              " report['threads']['torch'], len(report['autograd'])]))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    imported, impls, torch_threads, autograd_rows = json.loads(done.stdout)
+    assert not imported
+    assert benchmark.TORCH_AUTOGRAD in impls and "padloss numba" in impls
+    assert torch_threads >= 1 and autograd_rows >= 2
