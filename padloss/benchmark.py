@@ -141,6 +141,7 @@ PADDING = (3, 3, 3, 3)
 DTYPES = ("float32", "float16", "bfloat16")
 TORCH_AUTOGRAD = "pytorch autograd"
 TORCH_NATIVE = "pytorch reflect bwd"
+JAX_VJP = "jax vjp"   # jax.vjp of the same forward (jnp.pad(mode="wrap"), the L1 loss), jitted
 REFERENCE = "numpy reference"
 CEILING = "ceiling"          # per round, the best of the normal-store ceilings' times
 CEILING_NT = "ceiling nt"    # the same mix with its output streamed past the caches
@@ -160,6 +161,22 @@ print(time.perf_counter() - t0)
 def torch_installed() -> bool:
     """Whether torch can be imported (it is not imported here)."""
     return importlib.util.find_spec("torch") is not None
+
+
+def jax_installed() -> bool:
+    """Whether jax can be imported (it is not imported here)."""
+    return importlib.util.find_spec("jax") is not None
+
+
+def _jitted_vjp(forward: Callable, primal: np.ndarray, cotangent: np.ndarray) -> Callable[[], object]:
+    """A call of jax.jit(the vjp of ``forward`` at ``primal``, applied to ``cotangent``),
+    compiled here, on arrays already on JAX's CPU device, waiting for the result."""
+    import jax
+
+    vjp = jax.jit(lambda x, g: jax.vjp(forward, x)[1](g)[0])
+    x, g = jax.device_put(primal), jax.device_put(cotangent)
+    vjp(x, g).block_until_ready()
+    return lambda: vjp(x, g).block_until_ready()
 
 
 def _random(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
@@ -206,6 +223,10 @@ class Workload:
     def torch_native(self) -> Callable[[], object] | None:
         """A native PyTorch kernel of the closest op, where there is one."""
         return None
+
+    def jax_vjp(self) -> Callable[[], object]:
+        """JAX's jitted vjp of the same forward op, on JAX's CPU device (:data:`JAX_VJP`)."""
+        raise NotImplementedError
 
     def ceilings(self) -> dict[str, tuple[Callable[[], object], int]]:
         """Every streaming implementation of the same read/write mix moving about
@@ -261,6 +282,14 @@ class PadWorkload(Workload):
         pads = list(self.padding)
         return lambda: torch.ops.aten.reflection_pad2d_backward(go, x, pads)
 
+    def jax_vjp(self):
+        import jax.numpy as jnp
+
+        left, right, top, bottom = self.padding
+        widths = [(0, 0)] * (self.out.ndim - 2) + [(top, bottom), (left, right)]
+        return _jitted_vjp(lambda x: jnp.pad(x, widths, mode="wrap"), np.zeros_like(self.out),
+                           self.grad_output)
+
 
 class L1Workload(Workload):
     op = "l1_loss_backward"
@@ -294,6 +323,14 @@ class L1Workload(Workload):
         loss = torch.nn.functional.l1_loss(x, _as_torch(self.target), reduction=self.reduction)
         go = _as_torch(self.grad_output)
         return lambda: torch.autograd.grad(loss, x, go, retain_graph=True)
+
+    def jax_vjp(self):
+        import jax.numpy as jnp
+
+        t = self.target
+        loss = {"none": lambda x: jnp.abs(x - t), "mean": lambda x: jnp.mean(jnp.abs(x - t)),
+                "sum": lambda x: jnp.sum(jnp.abs(x - t))}[self.reduction]
+        return _jitted_vjp(loss, self.self_, self.grad_output)
 
 
 def workload(op: str, dtype: str, size: str, reduction: str) -> Workload:
@@ -345,6 +382,11 @@ def candidates(w: Workload, backends: list[str], *, reference: bool
         found[REFERENCE] = (w.reference(), w.nbytes)
     found.update(w.ceilings())
     return found, refused
+
+
+def jax_candidates(w: Workload) -> dict[str, tuple[Callable[[], object], int]]:
+    """What computes ``w`` with JAX: its jitted vjp."""
+    return {JAX_VJP: (w.jax_vjp(), w.nbytes)}
 
 
 def torch_candidates(w: Workload, backends: list[str]

@@ -349,6 +349,7 @@ def _rows(w: benchmark.Workload, size: str, dtype: str, results: dict[str, bench
     results = dict(results, **{benchmark.CEILING: benchmark.best_ceiling(results)})
     ceiling, nt = results[benchmark.CEILING], results[benchmark.CEILING_NT]
     torch, native = results.get(benchmark.TORCH_AUTOGRAD), results.get(benchmark.TORCH_NATIVE)
+    jax = results.get(benchmark.JAX_VJP)
     rows = []
     for name, r in results.items():
         rows.append(dict(op=w.label, size=size, dtype=dtype, impl=name, nbytes=r.nbytes,
@@ -356,6 +357,7 @@ def _rows(w: benchmark.Workload, size: str, dtype: str, results: dict[str, bench
                          ratio_to_nt=benchmark.ratio(r, nt),
                          speedup_vs_torch=benchmark.speedup(r, torch) if torch else None,
                          speedup_vs_native=benchmark.speedup(r, native) if native else None,
+                         speedup_vs_jax=benchmark.speedup(r, jax) if jax else None,
                          seconds=r.seconds))
     return rows
 
@@ -413,33 +415,44 @@ def _time_candidates(w: benchmark.Workload, found: dict, refused: dict[str, str]
     return benchmark.interleaved(found, rounds=args.rounds, calls=calls, warmup=0, group=group)
 
 
-TORCH_GROUP = "torch"   # the Result.group of what the torch child times
+PEERS = ("torch", "jax")
+"""The frameworks timed as peers, each in a child process of its own (peer_side), as
+Result.group: after each parallel op their threads spin for a while (torch's
+OpenMP ones halved the medium pad's and its ceiling's measured bandwidth on 2
+cores), so nothing of theirs runs in the process that times padloss's kernels."""
 
 
-def torch_side(spec: dict) -> None:
-    """The bench's timings that run torch, in a child process of their own
-    (benchmark.TORCH_BACKENDS says why): per workload the padloss backends of
-    ``spec["backends"]`` and torch's peers, the rows through torch autograd and the
-    training step. Prints "step <label>" as each starts, then "report <json>"."""
-    import torch
-
+def peer_side(spec: dict) -> None:
+    """The bench's timings of one peer framework (``spec["peer"]``), run in a child
+    process: per workload, for torch the padloss backends of ``spec["backends"]`` that
+    run its ops, its autograd and native kernel, then the rows through torch
+    autograd and the training step; for jax its jitted vjp. Prints "step <label>"
+    as each starts, then "report <json>"."""
     args = argparse.Namespace(**spec)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     not_measured: dict[str, str] = {}
-    through_autograd = benchmark.padloss_torch_missing()
-    if through_autograd is not None:
-        not_measured[benchmark.AUTOGRAD_PADLOSS] = through_autograd
+    through_autograd, threads = "not torch", None
+    if args.peer == "torch":
+        import torch
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        threads = torch.get_num_threads()
+        through_autograd = benchmark.padloss_torch_missing()
+        if through_autograd is not None:
+            not_measured[benchmark.AUTOGRAD_PADLOSS] = through_autograd
 
     def step(label: str) -> None:
         print("step", label, flush=True)
 
     results, autograd = {}, []
     for op, size, dtype in _workloads(args):
-        step(f"{op}, {size}, {dtype}: pytorch")
+        step(f"{op}, {size}, {dtype}: {args.peer}")
         w = benchmark.workload(op, dtype, size, args.reduction)
-        found, refused = benchmark.torch_candidates(w, args.backends)
-        timed = _time_candidates(w, found, refused, args, not_measured, TORCH_GROUP)
+        if args.peer == "torch":
+            found, refused = benchmark.torch_candidates(w, args.backends)
+        else:
+            found, refused = benchmark.jax_candidates(w), {}
+        timed = _time_candidates(w, found, refused, args, not_measured, args.peer)
         results[f"{op} {size} {dtype}"] = [list(r) for r in timed.values()]
         if through_autograd is None and size in autograd_sizes(args):
             step(f"{op} through torch autograd, {size}, {dtype}")
@@ -449,26 +462,35 @@ def torch_side(spec: dict) -> None:
         autograd += _autograd_rows(benchmark.STEP, None, benchmark.STEP_BATCH, "float32",
                                    benchmark.training_step(), args)
     print("report", json.dumps(dict(results=results, autograd=autograd, not_measured=not_measured,
-                                    threads=torch.get_num_threads())), flush=True)
+                                    threads=threads)), flush=True)
 
 
-_TORCH_CHILD = """
+_PEER_CHILD = """
 import json, sys
 from padloss import cli
-cli.torch_side(json.loads(sys.argv[1]))
+cli.peer_side(json.loads(sys.argv[1]))
 """
 
 
-def _torch_steps(args: argparse.Namespace) -> int:
-    """How many progress steps the torch child takes."""
-    return (len(args.sizes) + len(autograd_sizes(args))) * len(args.dtypes) * 2 + 1
+def _peer_steps(args: argparse.Namespace, peer: str) -> int:
+    """How many progress steps a peer's child takes."""
+    if peer == "torch":
+        return (len(args.sizes) + len(autograd_sizes(args))) * len(args.dtypes) * 2 + 1
+    return len(_workloads(args))
 
 
-def _run_torch_side(args: argparse.Namespace, backends: list[str], progress: Progress) -> dict:
-    """torch_side in a child process, its steps drawn on ``progress``; its report."""
-    spec = dict(sizes=args.sizes, dtypes=args.dtypes, reduction=args.reduction, rounds=args.rounds,
+def _peers(args: argparse.Namespace) -> dict[str, str | None]:
+    """Each peer framework -> None when it is timed, else why not."""
+    installed = {"torch": benchmark.torch_installed(), "jax": benchmark.jax_installed()}
+    return {peer: ("not installed" if not installed[peer] else f"--no-{peer}" if getattr(args, f"no_{peer}")
+                   else None) for peer in PEERS}
+
+
+def _run_peer_side(args: argparse.Namespace, peer: str, backends: list[str], progress: Progress) -> dict:
+    """peer_side in a child process, its steps drawn on ``progress``; its report."""
+    spec = dict(peer=peer, sizes=args.sizes, dtypes=args.dtypes, reduction=args.reduction, rounds=args.rounds,
                 round_s=args.round_s, quick=args.quick, threads=args.threads, backends=backends)
-    child = subprocess.Popen([sys.executable, "-c", _TORCH_CHILD, json.dumps(spec)], stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", _PEER_CHILD, json.dumps(spec)], stdout=subprocess.PIPE,
                              text=True)
     report = None
     for line in child.stdout:
@@ -478,7 +500,7 @@ def _run_torch_side(args: argparse.Namespace, backends: list[str], progress: Pro
         elif kind == "report":
             report = json.loads(rest)
     if child.wait() != 0 or report is None:
-        raise RuntimeError("padloss bench: the child process timing torch failed (see its errors above)")
+        raise RuntimeError(f"padloss bench: the child process timing {peer} failed (see its errors above)")
     return report
 
 
@@ -496,15 +518,14 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
                              "`padloss bench` times it on the CPU too)"
                              for b in infos if b.available and "cpu" not in b.devices})
         backends = [b.name for b in infos if b.available and "cpu" in b.devices]
-    with_torch = benchmark.torch_installed() and not args.no_torch
-    if not with_torch:
-        not_measured["pytorch"] = "not installed" if not benchmark.torch_installed() else "--no-torch"
+    peers = _peers(args)
+    not_measured.update({"pytorch" if peer == "torch" else peer: why for peer, why in peers.items() if why})
     if "large" in args.sizes:
         not_measured[benchmark.REFERENCE] = "at large (a model, not a kernel: 0.2 to 2 s a call)"
     torch_backends = [b for b in backends if b in benchmark.TORCH_BACKENDS]
-    side = dict(results={}, autograd=[], not_measured={}, threads=None)
-    if with_torch:
-        side = _run_torch_side(args, torch_backends, progress)
+    sides = {peer: _run_peer_side(args, peer, torch_backends, progress) for peer, why in peers.items()
+             if why is None}
+    for side in sides.values():
         not_measured.update(side["not_measured"])
     results = []
     for op, size, dtype in _workloads(args):
@@ -513,9 +534,10 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
         found, refused = benchmark.candidates(w, [b for b in backends if b not in torch_backends],
                                               reference=size != "large")
         timed = _time_candidates(w, found, refused, args, not_measured, "")
-        peers = {r[0]: benchmark.Result(*r) for r in side["results"].get(f"{op} {size} {dtype}", [])}
+        theirs = {r[0]: benchmark.Result(*r) for side in sides.values()
+                  for r in side["results"].get(f"{op} {size} {dtype}", [])}
         ours = {name: r for name, r in timed.items() if name.startswith("padloss ")}
-        results += _rows(w, size, dtype, {**ours, **peers, **timed})   # padloss's, torch's, the rest
+        results += _rows(w, size, dtype, {**ours, **theirs, **timed})   # padloss's, the peers', the rest
     progress.step("latency of the tiny call")
     latency = _latency(args.reduction, args.rounds, args.round_s)
     progress.step("first result in a fresh process")
@@ -523,10 +545,11 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
     layer, threads = _numba_threads()
     return dict(padloss=padloss.__version__, threading_layer=layer, cpus=os.cpu_count(),
                 others_busy_cores=benchmark.others_busy_cores(cpu_start, benchmark.cpu_seconds()),
-                threads=dict(numba=threads, torch=side["threads"]),
+                threads=dict(numba=threads, torch=sides["torch"]["threads"] if "torch" in sides else None),
                 torch_allocator=f"{THP_VAR}={os.environ[THP_VAR]}" if THP_VAR in os.environ else "default",
                 rounds=args.rounds, sizes={s: benchmark.SIZES[s] for s in args.sizes},
-                padding=benchmark.PADDING, dtypes=args.dtypes, results=results, autograd=side["autograd"],
+                padding=benchmark.PADDING, dtypes=args.dtypes, results=results,
+                autograd=sides["torch"]["autograd"] if "torch" in sides else [],
                 not_measured=not_measured, latency=latency, first_result_s=first)
 
 
@@ -629,13 +652,14 @@ def format_report(report: dict) -> str:
         above = above.ljust(bar) + "| " + op
     lines += [above, *table]
     largest = list(report["sizes"])[-1]
-    native: dict[str, list[str]] = {}
-    for r in report["results"]:
-        if r["size"] == largest and r["impl"].startswith("padloss") and r["speedup_vs_native"]:
-            native.setdefault(r["impl"], []).append(f"{r['dtype']} {r['speedup_vs_native']:.1f}x")
-    if native:
-        lines += ["", f"speedup over {benchmark.TORCH_NATIVE} at {largest}:"]
-        lines += [f"  {impl}: {', '.join(cells)}" for impl, cells in native.items()]
+    for peer, key in ((benchmark.TORCH_NATIVE, "speedup_vs_native"), (benchmark.JAX_VJP, "speedup_vs_jax")):
+        cells: dict[str, list[str]] = {}
+        for r in report["results"]:
+            if r["size"] == largest and r["impl"].startswith("padloss") and r.get(key):
+                cells.setdefault(f"{r['impl']}, {r['op']}", []).append(f"{r['dtype']} {r[key]:.1f}x")
+        if cells:
+            lines += ["", f"speedup over {peer} at {largest} (medians: timed in its own process):"]
+            lines += [f"  {impl}: {', '.join(c)}" for impl, c in cells.items()]
     lines += _autograd_report(report["autograd"])
     if report["not_measured"]:
         lines += ["", "not measured:"] + [f"  {name}: {why}" for name, why in report["not_measured"].items()]
@@ -721,8 +745,8 @@ def bench(args: argparse.Namespace) -> int:
     args.dtypes = args.dtypes or list(benchmark.DTYPES)
     args.rounds = args.rounds or 7
     args.round_s = 0.005 if args.quick else 0.02
-    with_torch = benchmark.torch_installed() and not args.no_torch
-    groups = len(_workloads(args)) + 2 + (_torch_steps(args) if with_torch else 0)
+    groups = len(_workloads(args)) + 2 + sum(_peer_steps(args, peer) for peer, why in _peers(args).items()
+                                             if why is None)
     ahead = compile_ahead(args)
     progress = Progress(groups + len(ahead) * len(args.sizes) * len(args.dtypes))
     try:
@@ -784,6 +808,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--reduction", choices=["mean", "none", "sum"], default="mean", help="L1's (default mean)")
     b.add_argument("--threads", type=_threads, default=None, help="numba and torch threads (default: as set)")
     b.add_argument("--no-torch", action="store_true", help="leave PyTorch out even if installed")
+    b.add_argument("--no-jax", action="store_true", help="leave JAX out even if installed")
     b.add_argument("--thp", action="store_true",
                    help=f"run in a child process with {THP_VAR}=1 (torch's huge-page allocator)")
     b.add_argument("--json", action="store_true", help="print the full report as JSON instead of the table")

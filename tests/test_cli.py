@@ -363,7 +363,7 @@ def test_ratios_pair_rounds_within_one_process_and_medians_across():
     a = benchmark.Result("a", 100, [1.0, 2.0, 3.0])
     b = benchmark.Result("b", 100, [2.0, 2.0, 20.0])
     assert benchmark.speedup(a, b) == 2.0                  # per round: 2, 1, 6.7
-    elsewhere = b._replace(group=cli.TORCH_GROUP)          # timed in the torch child
+    elsewhere = b._replace(group="torch")                  # timed in the torch child
     assert benchmark.speedup(a, elsewhere) == 1.0          # medians: 2 / 2
     assert benchmark.ratio(a, elsewhere) == 1.0
 
@@ -384,3 +384,25 @@ def test_bench_times_torch_in_a_child_process_and_never_imports_it():
     assert not imported
     assert benchmark.TORCH_AUTOGRAD in impls and "padloss numba" in impls
     assert torch_threads >= 1 and autograd_rows >= 2
+
+
+def test_bench_times_jax_when_installed_else_says_why(report):
+    impls = {r["impl"] for r in report["results"]}
+    if benchmark.jax_installed():
+        assert benchmark.JAX_VJP in impls
+        assert all(r["speedup_vs_jax"] > 0 for r in report["results"] if r["impl"] == "padloss numba")
+    else:
+        assert benchmark.JAX_VJP not in impls and report["not_measured"]["jax"] == "not installed"
+
+
+@pytest.mark.skipif(not benchmark.jax_installed(), reason="needs jax")
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_the_jax_peer_computes_the_same_gradients(reduction):
+    pad = benchmark.PadWorkload("float32", (2, 3, 8, 8))
+    np.testing.assert_allclose(np.asarray(pad.jax_vjp()()),
+                               reference.circular_pad2d_backward(pad.grad_output, pad.out.shape, pad.padding),
+                               rtol=1e-5, atol=1e-5)
+    l1 = benchmark.L1Workload("float32", (2, 3, 8, 8), reduction)
+    np.testing.assert_allclose(np.asarray(l1.jax_vjp()()),
+                               reference.l1_loss_backward(l1.grad_output, l1.self_, l1.target, reduction),
+                               rtol=1e-6)
