@@ -795,9 +795,10 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32", "float64"],
                    default=None, help="default: float16, bfloat16, float32")
     b = sub.add_parser("bench", help="time both ops against their peers and the bandwidth ceiling",
-                       description="Time both ops on every available backend, PyTorch CPU autograd (if "
-                                   "installed) and the NumPy reference, with a streaming ceiling kernel "
-                                   "of the same read/write mix, in interleaved rounds.")
+                       description="Time both ops on every available backend, PyTorch CPU autograd and "
+                                   "JAX's jitted vjp (each if installed, in a child process of its own) "
+                                   "and the NumPy reference, with streaming ceiling kernels of the same "
+                                   "read/write mix, in interleaved rounds.")
     b.add_argument("--quick", action="store_true",
                    help="float32 only, 3 short rounds, the backends of CPU arrays only: about 15 seconds")
     b.add_argument("--sizes", nargs="+", choices=list(benchmark.SIZES), default=list(benchmark.SIZES))
