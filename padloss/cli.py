@@ -430,16 +430,17 @@ def peer_side(spec: dict) -> None:
     as each starts, then "report <json>"."""
     args = argparse.Namespace(**spec)
     not_measured: dict[str, str] = {}
-    through_autograd, threads = "not torch", None
+    through_autograd, threads = False, None   # the padloss.torch rows: torch's child, where it imports
     if args.peer == "torch":
         import torch
 
         if args.threads:
             torch.set_num_threads(args.threads)
         threads = torch.get_num_threads()
-        through_autograd = benchmark.padloss_torch_missing()
-        if through_autograd is not None:
-            not_measured[benchmark.AUTOGRAD_PADLOSS] = through_autograd
+        missing = benchmark.padloss_torch_missing()
+        through_autograd = missing is None
+        if missing is not None:
+            not_measured[benchmark.AUTOGRAD_PADLOSS] = missing
 
     def step(label: str) -> None:
         print("step", label, flush=True)
@@ -454,10 +455,10 @@ def peer_side(spec: dict) -> None:
             found, refused = benchmark.jax_candidates(w), {}
         timed = _time_candidates(w, found, refused, args, not_measured, args.peer)
         results[f"{op} {size} {dtype}"] = [list(r) for r in timed.values()]
-        if through_autograd is None and size in autograd_sizes(args):
+        if through_autograd and size in autograd_sizes(args):
             step(f"{op} through torch autograd, {size}, {dtype}")
             autograd += _autograd_backward(w, size, dtype, args, not_measured)
-    if through_autograd is None:
+    if through_autograd:
         step("training step, patched and not")
         autograd += _autograd_rows(benchmark.STEP, None, benchmark.STEP_BATCH, "float32",
                                    benchmark.training_step(), args)
@@ -482,8 +483,15 @@ def _peer_steps(args: argparse.Namespace, peer: str) -> int:
 def _peers(args: argparse.Namespace) -> dict[str, str | None]:
     """Each peer framework -> None when it is timed, else why not."""
     installed = {"torch": benchmark.torch_installed(), "jax": benchmark.jax_installed()}
-    return {peer: ("not installed" if not installed[peer] else f"--no-{peer}" if getattr(args, f"no_{peer}")
-                   else None) for peer in PEERS}
+    why = {}
+    for peer in PEERS:
+        if not installed[peer]:
+            why[peer] = "not installed"
+        elif getattr(args, f"no_{peer}"):
+            why[peer] = f"--no-{peer}"
+        else:
+            why[peer] = None
+    return why
 
 
 def _run_peer_side(args: argparse.Namespace, peer: str, backends: list[str], progress: Progress) -> dict:
