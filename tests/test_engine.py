@@ -396,32 +396,28 @@ def test_warmup_prepares_every_variant(fresh_cache):
     assert fresh_cache.size == 9   # {pad, l1 mean, l1 none} x {serial, parallel, streamed}
 
 
+def _kernels():
+    """One of each kind of compiled kernel: bodies (the L1 ones streamed or not), serial and
+    parallel entries, the ceiling stream."""
+    from padloss_numba import l1_kernel, pad_kernel, stream
+    from padloss_numba.convert import BF16, F32
+
+    return [pad_kernel.chunk_body(F32), pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(True),
+            l1_kernel.make_kernel(False), l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, False),
+            l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True), stream.stream]
+
+
 def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
     """Numba keys a cached closure on its cells' pickles: a jitted function in a cell
     pickles with a fresh uuid in every process, so the kernel would compile again in
     each one (the L1 streaming kernel once did, 11 s a process)."""
-    from padloss_numba import l1_kernel, pad_kernel
-    from padloss_numba.convert import BF16, F32
-
-    kernels = [pad_kernel.chunk_body(F32), pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(True),
-               l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, False),
-               l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True)]
-
     def constant(value):   # classes (numpy.float32) pickle by name
         return isinstance(value, (bool, int, float, type)) or (
             isinstance(value, tuple) and all(constant(v) for v in value))
 
-    for kernel in kernels:
+    for kernel in _kernels():
         cells = [c.cell_contents for c in kernel.py_func.__closure__ or ()]
         assert all(constant(v) for v in cells), (kernel.py_func.__qualname__, cells)
-
-
-def _kernels():
-    from padloss_numba import l1_kernel, pad_kernel, stream
-    from padloss_numba.convert import F32
-
-    return [pad_kernel.chunk_body(F32), pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(False),
-            l1_kernel.chunk_body((F32, F32, F32, F32), F32, True, False), stream.stream]
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the cache lock is POSIX's flock")
