@@ -71,7 +71,7 @@ def _signed_to_f64_round_odd(n):
     return _unsigned_to_f64_round_odd(n)
 
 
-@overload(load_input, prefer_literal=True, inline="always")
+@overload(load_input, prefer_literal=True)
 def _ol_load_input(kind, promoted, x):
     if not isinstance(kind, types.IntegerLiteral) or not isinstance(promoted, types.IntegerLiteral):
         raise errors.TypingError("load_input needs literal kinds")
