@@ -211,7 +211,7 @@ def staged(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs, t
     ending on a line boundary and drained in non-temporal stores (``nontemporal``;
     ``_work``'s ``emit`` for an output that streams). An output whose elements are
     misaligned drains in normal stores: a straight path for it, a second instance of
-    the row loops, cost the body 1.4x its compile time."""
+    the row loops, made the first streamed call compile 1.25x as long (6.4 s against 5.1)."""
     s, e = j0, min(j1, j0 + max(lead_in(out, o0 + j0), 0))
     while s < j1:
         _elements(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
