@@ -88,13 +88,12 @@ def _sum3(dst, r, d, a, ra, ia, b, rb, ib, c, rc, ic, n, src_kind, out_kind):
 @njit(inline="always")
 def _fold_columns(src, k, src_kind, out, h, out_kind, crop, kept, before, after):
     """out[h, crop + c] = (src[k, before+c] + src[k, before+c-kept]) + src[k, before+c+kept]
-    over the kept columns c, each wrapped term only where it exists; cropped columns get 0.
+    over the kept columns c, each wrapped term only where it exists (the cropped columns
+    are the caller's: one fill per row, not one per fold's instance, each a loop to compile).
 
     Column c takes the right band's src[k, before+kept+c] when c < after, and the
     left band's src[k, c-(kept-before)] when c >= kept - before.
     """
-    _fill_zero(out, h, 0, crop, out_kind)
-    _fill_zero(out, h, crop + kept, out.shape[1] - crop - kept, out_kind)
     left_start = kept - before
     lo, hi = min(after, left_start), max(after, left_start)
     right = before + kept
@@ -168,6 +167,8 @@ def chunk_body(kind: int):
                 if c < 0 or c >= h_kept:                   # a cropped row
                     _fill_zero(out, h, 0, out.shape[1], kind)
                     continue
+                _fill_zero(out, h, 0, w_crop, kind)        # its cropped columns
+                _fill_zero(out, h, w_crop + w_kept, out.shape[1] - w_crop - w_kept, kind)
                 k = h_before + c                           # its centre row in gradOutput
                 if c < h_after:                            # the bottom band wraps onto it
                     if c >= h_kept - h_before:             # and the top band too
