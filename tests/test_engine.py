@@ -404,7 +404,7 @@ def _kernels():
 
     return [pad_kernel.chunk_body(F32), pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(True),
             l1_kernel.make_kernel(False), l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, False),
-            l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True), stream.stream]
+            l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True), *stream.dispatchers()]
 
 
 def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():

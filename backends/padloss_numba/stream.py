@@ -2,7 +2,7 @@
 
 Both ops are memory-bound, so their speed is judged against a kernel that does
 nothing but stream the same kind of traffic, measured in the same run:
-``stream(inputs, out, pieces)`` reads every input once and writes ``out`` once
+each reads every input once and writes ``out`` once
 (``out[i] = inputs[0][i] + inputs[1][i] + ...``). One input is a copy; three
 inputs are L1's none-reduction mix (self, target, grad_output -> grad_input).
 
@@ -17,11 +17,14 @@ kernel does for large outputs): the stronger yardstick for an op that streams.
 """
 from __future__ import annotations
 
+import functools
+
 import numba
 import numpy as np
 from numba import njit, prange
 
 from .disk_cache import jit
+from .indirect import call_body, compile_entry, stack_array
 from .nontemporal import STAGE_BYTES, STREAM_MIN_BYTES, drain, fence, lead_in
 
 
@@ -36,28 +39,57 @@ def _sums(inputs, start, dst, d0, count):
         dst[np.uint64(d0 + i)] = acc
 
 
-@jit(parallel=True)
-def stream(inputs, out, pieces):
-    """The sums into ``out``: normal stores with ``pieces`` 0, else ``pieces`` staged,
-    non-temporal runs (all normal stores when ``out`` is not aligned to its item size)."""
+# Slots of a stream's ``plan``: the piece's compiled address, how many pieces, streamed or not.
+BODY, PIECES, STREAMED = 0, 1, 2
+
+
+def _piece(inputs, out, plan, piece, pieces):
+    """Piece ``piece`` of ``pieces`` of the sums into ``out``: normal stores, or with
+    ``plan[STREAMED]`` staged, non-temporal runs (all normal stores when ``out`` is
+    not aligned to its item size)."""
     n = out.shape[0]
-    if pieces == 0:
-        for i in prange(n):
-            acc = inputs[0][i]
-            for k in range(1, len(inputs)):
-                acc += inputs[k][i]
-            out[i] = acc
-        return
-    stage_len = STAGE_BYTES // out.itemsize
-    for piece in prange(pieces):
-        stage = np.empty(stage_len, out.dtype)
-        s, end = piece * n // pieces, (piece + 1) * n // pieces
+    s, end = piece * n // pieces, (piece + 1) * n // pieces
+    if plan[STREAMED]:
+        stage = stack_array(out, STAGE_BYTES)
         e = min(end, s + max(lead_in(out, s), 0))   # runs after the first start on a line
         while s < end:
             _sums(inputs, s, stage, 0, e - s)
             drain(out, s, stage, e - s)
-            s, e = e, min(end, e + stage_len)
+            s, e = e, min(end, e + stage.shape[0])
         fence()
+    else:
+        _sums(inputs, s, out, s, end - s)
+
+
+def _entry(inputs, out, plan):
+    for piece in prange(plan[PIECES]):
+        call_body(plan[BODY], (inputs, out, plan, np.int64(piece), plan[PIECES]))
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(n_inputs: int, dtype: np.dtype) -> tuple:
+    """The parallel entry for ``n_inputs`` 1-D C-contiguous ``dtype`` inputs and the
+    address of the piece it calls. Built as the ops' kernels are (padloss_numba.indirect):
+    two ``prange`` loops that inlined the piece's work took 2.5-3.6 s to compile on a
+    first call, this 1.6-1.9 s (alternating fresh processes, empty cache); the same
+    speed, interleaved."""
+    array = numba.types.Array(numba.from_dtype(dtype), 1, "C")
+    signature = (numba.types.UniTuple(array, n_inputs), array, numba.types.Array(numba.int64, 1, "C"))
+    return compile_entry(*dispatchers(), signature)
+
+
+def dispatchers() -> tuple:
+    """New dispatchers of the entry and the piece (compile_entry pins each to one signature)."""
+    return jit(parallel=True)(_entry), jit(_nrt=False)(_piece)
+
+
+def _plan(inputs: tuple, out: np.ndarray, pieces: int, streamed: bool):
+    """A zero-argument callable: the sums of ``inputs`` into ``out`` in ``pieces``
+    contiguous runs, in parallel (as Numba splits a ``prange`` over the elements),
+    with normal stores or, ``streamed``, non-temporal ones."""
+    entry, body = _kernel(len(inputs), out.dtype)
+    plan = np.array([body, pieces, streamed], np.int64)
+    return lambda: entry(inputs, out, plan)
 
 
 NORMAL_STORES = ("prange", "numpy")   # the ceilings that write through the caches
@@ -68,10 +100,14 @@ def _mix(n_inputs: int, n_elements: int, dtype=np.float32) -> tuple[tuple, np.nd
     return tuple(np.ones(n_elements, dtype) for _ in range(n_inputs)), np.zeros(n_elements, dtype)
 
 
-def _streamed_pieces(out: np.ndarray) -> int:
-    """``stream``'s ``pieces`` that stream ``out`` past the caches, as the ops would (0, normal
-    stores, below the size they stream from)."""
-    return 2 * numba.get_num_threads() if out.nbytes >= STREAM_MIN_BYTES else 0
+def _pieces(out: np.ndarray, nontemporal: bool) -> tuple[int, bool]:
+    """``_plan``'s (pieces, streamed): one normal-store run per thread, or, with
+    ``nontemporal`` and an output as large as the ops stream past the caches, two
+    streamed runs per thread, as the ops would."""
+    threads = numba.get_num_threads()
+    if nontemporal and out.nbytes >= STREAM_MIN_BYTES:
+        return 2 * threads, True
+    return threads, False
 
 
 def ceilings(n_inputs: int, n_elements: int) -> dict:
@@ -81,13 +117,12 @@ def ceilings(n_inputs: int, n_elements: int) -> dict:
     ops stream (normal stores below that). They share buffers, allocated, touched
     and compiled here."""
     inputs, out = _mix(n_inputs, n_elements)
-    pieces = _streamed_pieces(out)
-    found = {"prange": lambda: stream(inputs, out, 0)}
+    found = {"prange": _plan(inputs, out, *_pieces(out, False))}
     if n_inputs == 1:
         found["numpy"] = lambda: np.copyto(out, inputs[0])
     elif n_inputs == 2:
         found["numpy"] = lambda: np.add(inputs[0], inputs[1], out=out)
-    found["nt"] = lambda: stream(inputs, out, pieces)
+    found["nt"] = _plan(inputs, out, *_pieces(out, True))
     for fn in found.values():
         fn()
     return found
@@ -98,6 +133,6 @@ def make_stream(n_inputs: int, n_elements: int, dtype=np.float32, nontemporal: b
     ``n_elements`` each (buffers allocated and touched once, here); with
     ``nontemporal``, an output as large as the ops stream is streamed too."""
     inputs, out = _mix(n_inputs, n_elements, dtype)
-    pieces = _streamed_pieces(out) if nontemporal else 0
-    stream(inputs, out, pieces)   # compile (or load) and fault the pages in
-    return lambda: stream(inputs, out, pieces)
+    run = _plan(inputs, out, *_pieces(out, nontemporal))
+    run()   # compile (or load) and fault the pages in
+    return run
