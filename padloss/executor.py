@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .aliasing import check_output_overlap
+from .aliasing import check_output_overlap, check_workspace_overlap
 from .arrays import Tensor, as_tensor
 from .backend import Backend, Plan
 from .dispatch import select_backend
@@ -42,7 +42,7 @@ class Executor:
     """A plan bound to buffers. ``workspace_size`` is the scratch the plan needs
     (bytes; 0 means none). ``run()`` returns the output the caller passed."""
 
-    __slots__ = ("problem", "backend", "_plan", "_names", "_tensors", "_bound")
+    __slots__ = ("problem", "backend", "_plan", "_names", "_tensors", "_bound", "_clear_workspace")
 
     def __init__(self, problem: Problem, backend: Backend | None, plan: Plan,
                  names: tuple[str, ...], tensors: tuple[Tensor, ...]):
@@ -53,6 +53,7 @@ class Executor:
         self._bind(tensors)
 
     def _bind(self, tensors: tuple[Tensor, ...]) -> None:
+        self._clear_workspace = None   # the last workspace found to share no memory with them
         self._tensors = tensors
         self._bound = bind(self._plan, tuple([t.native for t in tensors]))
 
@@ -68,7 +69,7 @@ class Executor:
         tensors = self._rebind(buffers) if buffers else None
         size = self._plan.workspace_size
         if size:
-            workspace = self._workspace(workspace, size)
+            workspace = self._workspace(workspace, size, tensors or self._tensors)
         if tensors is not None:
             self._bind(tensors)
         self._plan.run(self._bound, workspace, stream)
@@ -93,10 +94,11 @@ class Executor:
         check_output_overlap(op, self._names, tensors)
         return tuple(tensors)
 
-    def _workspace(self, workspace: Any, size: int) -> Any:
+    def _workspace(self, workspace: Any, size: int, tensors: tuple[Tensor, ...]) -> Any:
         """The scratch buffer for one run, as the plan wants it: CPU plans take a
-        flat uint8 NumPy view. None means "allocate one for this run" (CPU only;
-        a device plan's caller passes device memory, as with aclnn)."""
+        flat uint8 NumPy view of their own (sharing no memory with ``tensors``).
+        None means "allocate one for this run" (CPU only; a device plan's caller
+        passes device memory, as with aclnn)."""
         if workspace is None:
             if self._tensors[-1].device == "cpu":
                 return np.empty(size, np.uint8)
@@ -104,16 +106,19 @@ class Executor:
         if self._tensors[-1].device != "cpu":
             return workspace
         op = self.problem.op
-        if type(workspace) is np.ndarray and workspace.dtype == np.uint8 and workspace.ndim == 1:
-            flat = workspace                       # the common case, checked cheaply
-        else:
-            flat = as_tensor(op, "workspace", workspace, writable=True).native
+        common = type(workspace) is np.ndarray and workspace.dtype == np.uint8 and workspace.ndim == 1
+        flat = workspace if common else as_tensor(op, "workspace", workspace, writable=True).native
         if not flat.flags.c_contiguous or not flat.flags.writeable:
             raise invalid_argument(op, "workspace", "must be a writable, contiguous buffer in CPU "
                                                     "memory (e.g. numpy.empty(size, numpy.uint8))")
-        flat = flat.reshape(-1).view(np.uint8)
+        if not common:
+            flat = flat.reshape(-1).view(np.uint8)
         if flat.nbytes < size:
             raise invalid_argument(op, "workspace", f"holds {flat.nbytes} bytes; this plan needs {size}")
+        if flat is not self._clear_workspace or tensors is not self._tensors:   # once per buffer: 0.8 us
+            check_workspace_overlap(op, self._names, tensors, flat)
+            if tensors is self._tensors:
+                self._clear_workspace = flat
         return flat
 
     def __repr__(self) -> str:

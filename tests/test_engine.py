@@ -207,6 +207,29 @@ def test_executor_rejects_unknown_buffer_and_short_workspace():
         ex.run(workspace=np.empty(ws - 1, np.uint8))
 
 
+@pytest.mark.parametrize("shared", ["grad_output", "grad_input"])
+def test_executor_rejects_a_workspace_sharing_memory_with_a_buffer(shared):
+    """The kernels write their scratch while they read and write the buffers (and the
+    Numba bodies are compiled on the promise that nothing overlaps): refused, unwritten."""
+    go, x, p = _pad_call(np.random.default_rng(3), np.float32, (1, 2, 8, 8), (1, 1, 1, 1))
+    gi = np.full(x.shape, 7, np.float32)
+    ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, x, p, gi)
+    buffer = {"grad_output": go, "grad_input": gi}[shared]
+    before = buffer.copy()
+    with pytest.raises(padloss.InvalidArgumentError, match=f"workspace.*shares memory with '{shared}'") as info:
+        ex.run(workspace=buffer.reshape(-1).view(np.uint8)[:ws])
+    assert info.value.argument == "workspace"
+    assert (gi == 7).all() and np.array_equal(bits(buffer), bits(before))
+    own = np.empty(2 * gi.nbytes, np.uint8)
+    work = own[:ws]
+    ex.run(workspace=work)                       # a buffer of its own is taken (and then trusted
+    ex.run(workspace=work)                       # while the same buffers stay bound)
+    np.testing.assert_array_equal(bits(gi), bits(reference.circular_pad2d_backward(go, x.shape, p)))
+    inside = own[:gi.nbytes].view(np.float32).reshape(gi.shape)   # a new output over it
+    with pytest.raises(padloss.InvalidArgumentError, match="shares memory with 'grad_input'"):
+        ex.run(workspace=work, grad_input=inside)
+
+
 # ----------------------------------------------------------------- selection
 
 
@@ -418,6 +441,31 @@ def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
     for kernel in _kernels():
         cells = [c.cell_contents for c in kernel.py_func.__closure__ or ()]
         assert all(constant(v) for v in cells), (kernel.py_func.__qualname__, cells)
+
+
+def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
+    """padloss_numba.noalias sets Numba's ``Flags.noalias`` from a pipeline class: this fails
+    when Numba drops or renames the flag (the bodies would quietly keep their run-time
+    alias checks, 1.05-1.2x slower) or stops passing arrays as pointer arguments."""
+    import re
+
+    from numba import njit
+    from padloss_numba.noalias import NoAliasCompiler
+
+    def copy(src, dst):
+        for i in range(dst.shape[0]):
+            dst[i] = src[i]
+
+    def pointer_arguments(dispatcher):
+        dispatcher(np.arange(4.0), np.empty(4))
+        (signature,) = dispatcher.signatures
+        (define,) = [line for line in dispatcher.inspect_llvm(signature).splitlines()
+                     if line.startswith("define") and "%retptr" in line]
+        return re.findall(r"ptr ([^%,]*)%arg\.", define)
+
+    marked = pointer_arguments(njit(pipeline_class=NoAliasCompiler)(copy))
+    assert len(marked) >= 4 and all("noalias" in attributes for attributes in marked), marked
+    assert not any("noalias" in attributes for attributes in pointer_arguments(njit(copy)))
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the cache lock is POSIX's flock")

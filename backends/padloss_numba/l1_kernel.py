@@ -33,6 +33,7 @@ from numba.extending import overload
 from .convert import F64, load, store_exact, store_nearest_even
 from .disk_cache import jit
 from .indirect import call_body, stack_array
+from .noalias import NoAliasCompiler
 from .nontemporal import STAGE_BYTES, drain, fence, lead_in
 
 INT = 4    # storage kind of an integer or bool input (bool travels as uint8)
@@ -277,7 +278,7 @@ def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool, str
             _work(gk, xk, tk, ok, promoted, exact, straight, out[:0], go, x, t, out, nest, coef, chunk,
                   chunks)
 
-    return jit(_nrt=False)(body)
+    return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
 
 
 @njit(inline="always")

@@ -41,6 +41,7 @@ from padloss import rules
 from .convert import F32, F64, load, opaque, store_half_away, store_nearest_even
 from .disk_cache import jit
 from .indirect import call_body
+from .noalias import NoAliasCompiler
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
 # hardware: padloss.rules.PAD_FINAL_ROUNDING names it (disk_cache hashes rules.py too).
@@ -188,4 +189,4 @@ def chunk_body(kind: int):
                     continue
                 _fold_columns(acc, 0, acc_kind, row, 0, kind, w_crop, w_kept, w_before, w_after)
 
-    return jit(_nrt=False)(body)
+    return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
