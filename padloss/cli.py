@@ -426,8 +426,10 @@ def peer_side(spec: dict) -> None:
     """The bench's timings of one peer framework (``spec["peer"]``), run in a child
     process: per workload, for torch the padloss backends of ``spec["backends"]`` that
     run its ops, its autograd and native kernel, then the rows through torch
-    autograd and the training step; for jax its jitted vjp. Prints "step <label>"
-    as each starts, then "report <json>"."""
+    autograd and the training step; for jax its jitted vjp. It first imports its
+    framework (torch also makes each tiny call once, untimed: their lazy start-ups)
+    and waits for a line on stdin, the parent's go. Prints "step <label>" as each
+    workload starts, then "report <json>"."""
     args = argparse.Namespace(**spec)
     not_measured: dict[str, str] = {}
     through_autograd, threads = False, None   # the padloss.torch rows: torch's child, where it imports
@@ -441,6 +443,15 @@ def peer_side(spec: dict) -> None:
         through_autograd = missing is None
         if missing is not None:
             not_measured[benchmark.AUTOGRAD_PADLOSS] = missing
+        padloss.available_backends()   # imports each backend (Numba's loads its kernels after the go)
+        for op in ("pad", "l1"):   # lazy start-ups (torch's autograd, padloss's torch backend), untimed
+            warm, _ = benchmark.torch_candidates(benchmark.workload(op, "float32", "tiny", args.reduction),
+                                                 args.backends)
+            for fn, _ in warm.values():
+                fn()
+    else:
+        import jax.numpy  # noqa: F401  (its import, while the parent still compiles)
+    sys.stdin.readline()   # the parent's go: its compiles are done and nothing else runs
 
     def step(label: str) -> None:
         print("step", label, flush=True)
@@ -494,12 +505,22 @@ def _peers(args: argparse.Namespace) -> dict[str, str | None]:
     return why
 
 
-def _run_peer_side(args: argparse.Namespace, peer: str, backends: list[str], progress: Progress) -> dict:
-    """peer_side in a child process, its steps drawn on ``progress``; its report."""
-    spec = dict(peer=peer, sizes=args.sizes, dtypes=args.dtypes, reduction=args.reduction, rounds=args.rounds,
-                round_s=args.round_s, quick=args.quick, threads=args.threads, backends=backends)
-    child = subprocess.Popen([sys.executable, "-c", _PEER_CHILD, json.dumps(spec)], stdout=subprocess.PIPE,
-                             text=True)
+def _start_peer_sides(args: argparse.Namespace, backends: list[str]) -> dict[str, subprocess.Popen]:
+    """Start each timed peer's child (peer_side). It imports its framework and warms it
+    up while this process compiles, then waits: :func:`_peer_report` sets it timing
+    once nothing else runs."""
+    torch_backends = [b for b in backends if b in benchmark.TORCH_BACKENDS]
+    spec = dict(sizes=args.sizes, dtypes=args.dtypes, reduction=args.reduction, rounds=args.rounds,
+                round_s=args.round_s, quick=args.quick, threads=args.threads, backends=torch_backends)
+    return {peer: subprocess.Popen([sys.executable, "-c", _PEER_CHILD, json.dumps(dict(spec, peer=peer))],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            for peer, why in _peers(args).items() if why is None}
+
+
+def _peer_report(peer: str, child: subprocess.Popen, progress: Progress) -> dict:
+    """Let a started peer child time its workloads, its steps drawn on ``progress``; its report."""
+    child.stdin.write("go\n")
+    child.stdin.close()
     report = None
     for line in child.stdout:
         kind, _, rest = line.rstrip("\n").partition(" ")
@@ -512,12 +533,8 @@ def _run_peer_side(args: argparse.Namespace, peer: str, backends: list[str], pro
     return report
 
 
-def _measure(args: argparse.Namespace, progress: Progress) -> dict:
-    import numba
-
-    cpu_start = benchmark.cpu_seconds()
-    if args.threads:
-        numba.set_num_threads(args.threads)
+def _backends(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """The padloss backends the bench times, and why each other one is not timed."""
     infos = padloss.available_backends()
     not_measured = {f"padloss {b.name}": b.reason for b in infos if not b.available}
     backends = [b.name for b in infos if b.available]
@@ -526,13 +543,23 @@ def _measure(args: argparse.Namespace, progress: Progress) -> dict:
                              "`padloss bench` times it on the CPU too)"
                              for b in infos if b.available and "cpu" not in b.devices})
         backends = [b.name for b in infos if b.available and "cpu" in b.devices]
-    peers = _peers(args)
-    not_measured.update({"pytorch" if peer == "torch" else peer: why for peer, why in peers.items() if why})
+    return backends, not_measured
+
+
+def _measure(args: argparse.Namespace, progress: Progress, backends: list[str],
+             not_measured: dict[str, str], peer_children: dict[str, subprocess.Popen]) -> dict:
+    import numba
+
+    cpu_start = benchmark.cpu_seconds()
+    if args.threads:
+        numba.set_num_threads(args.threads)
+    not_measured = dict(not_measured)
+    not_measured.update({"pytorch" if peer == "torch" else peer: why
+                         for peer, why in _peers(args).items() if why})
     if "large" in args.sizes:
         not_measured[benchmark.REFERENCE] = "at large (a model, not a kernel: 0.2 to 2 s a call)"
     torch_backends = [b for b in backends if b in benchmark.TORCH_BACKENDS]
-    sides = {peer: _run_peer_side(args, peer, torch_backends, progress) for peer, why in peers.items()
-             if why is None}
+    sides = {peer: _peer_report(peer, child, progress) for peer, child in peer_children.items()}
     for side in sides.values():
         not_measured.update(side["not_measured"])
     results = []
@@ -757,14 +784,19 @@ def bench(args: argparse.Namespace) -> int:
                                              if why is None)
     ahead = compile_ahead(args)
     progress = Progress(groups + len(ahead) * len(args.sizes) * len(args.dtypes))
+    backends, not_measured = _backends(args)
+    peer_children = _start_peer_sides(args, backends)   # importing their frameworks meanwhile
     try:
         if ahead:
             print(f"padloss bench: compiling its kernels first, {len(ahead)} processes at once (the first "
                   "run of these sources; later runs load them)", file=sys.stderr)
             compile_in_children(ahead, progress)   # what a failed child left, the bench compiles itself
-        report = _measure(args, progress)
+        report = _measure(args, progress, backends, not_measured, peer_children)
     finally:
         progress.close()
+        for child in peer_children.values():   # still waiting if the bench failed first
+            if child.poll() is None:
+                child.kill()
     print(json.dumps(report, indent=1) if args.json else format_report(report))
     if args.plot:
         plot(report, args.plot)
