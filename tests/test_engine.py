@@ -216,7 +216,7 @@ def test_executor_rejects_a_workspace_sharing_memory_with_a_buffer(shared):
     ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, x, p, gi)
     buffer = {"grad_output": go, "grad_input": gi}[shared]
     before = buffer.copy()
-    with pytest.raises(padloss.InvalidArgumentError, match=f"workspace.*shares memory with '{shared}'") as info:
+    with pytest.raises(padloss.InvalidArgumentError, match=f"shares memory with '{shared}'") as info:
         ex.run(workspace=buffer.reshape(-1).view(np.uint8)[:ws])
     assert info.value.argument == "workspace"
     assert (gi == 7).all() and np.array_equal(bits(buffer), bits(before))
@@ -450,6 +450,7 @@ def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
     import re
 
     from numba import njit
+
     from padloss_numba.noalias import NoAliasCompiler
 
     def copy(src, dst):
