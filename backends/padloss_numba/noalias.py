@@ -4,12 +4,11 @@ LLVM cannot tell that an output row and the input rows it reads live in
 different buffers, so before each loop it vectorises it checks at run time
 whether their ranges overlap and keeps a second, scalar copy of the loop for
 when they do. A pad row runs several short loops (its wrapped runs, its
-fills), and each paid that check and the registers it held: the float16 pad
-body had 3439 instructions, 2510 without them. Serial, medium, medians of 80
-interleaved rounds: float16 1.1x faster (pads 3) and 1.2x (pads 1), bfloat16
-1.25x, float32 1.05x (on this noisy host the fastest single float16 pads-3
-round was slower, 379 against 318 us); L1's bodies, long loops with one check
-a block, ran the same; the pad body's LLVM time fell ~0.3 s.
+fills), and each paid that check and the registers it held: the pad body had
+3439 instructions, 2510 without them. Serial, medium, interleaved rounds:
+bfloat16 1.15-1.25x faster, float32 1.1-1.15x, float64 1.08-1.18x; L1's bodies, long
+loops with one check a block, ran the same; the pad body's LLVM time fell
+~0.3 s. The float16 pad body goes without (padloss_numba.pad_kernel says why).
 
 The ops guarantee what LLVM's ``noalias`` attribute promises: the output never
 shares memory with an input (padloss.aliasing, every checker), a workspace
