@@ -4,11 +4,11 @@ LLVM cannot tell that an output row and the input rows it reads live in
 different buffers, so before each loop it vectorises it checks at run time
 whether their ranges overlap and keeps a second, scalar copy of the loop for
 when they do. A pad row runs several short loops (its wrapped runs, its
-fills), and each paid that check and the registers it held: the pad body had
-3439 instructions, 2510 without them. Serial, medium, interleaved rounds:
-bfloat16 1.15-1.25x faster, float32 1.1-1.15x, float64 1.08-1.18x; L1's bodies, long
-loops with one check a block, ran the same; the pad body's LLVM time fell
-~0.3 s. The float16 pad body goes without (padloss_numba.pad_kernel says why).
+fills), and each paid that check and the registers it held (the float16 pad
+body: 3439 instructions, 2510 with ``noalias``). Serial, medium, interleaved
+rounds: bfloat16 1.15-1.25x faster, float32 1.1-1.15x, float64 1.08-1.18x;
+L1's bodies, long loops with one check a block, ran the same. The float16 pad
+body goes without (padloss_numba.pad_kernel says why).
 
 The ops guarantee what LLVM's ``noalias`` attribute promises: the output never
 shares memory with an input (padloss.aliasing, every checker), a workspace
