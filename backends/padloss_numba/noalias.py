@@ -6,9 +6,12 @@ whether their ranges overlap and keeps a second, scalar copy of the loop for
 when they do. A pad row runs several short loops (its wrapped runs, its
 fills), and each paid that check and the registers it held (the float16 pad
 body: 3439 instructions, 2510 with ``noalias``). Serial, medium, interleaved
-rounds: bfloat16 1.15-1.25x faster, float32 1.1-1.15x, float64 1.08-1.18x;
-L1's bodies, long loops with one check a block, ran the same. The float16 pad
-body goes without (padloss_numba.pad_kernel says why).
+rounds: bfloat16 1.15-1.25x faster, float32 1.1-1.15x, float64 1.08-1.18x,
+float16 1.05-1.2x at the median; the large float16 pad 1.07x. One loss: the
+fastest rounds of float16 rows with pad-3 or pad-7 wraps, 1.13-1.23x slower
+(host and Haswell), because LLVM now merges each scalar float16 load
+(``vpinsrw``) into the previous element's register, a serial chain. L1's
+bodies, long loops with one check a block, ran the same.
 
 The ops guarantee what LLVM's ``noalias`` attribute promises: the output never
 shares memory with an input (padloss.aliasing, every checker), a workspace

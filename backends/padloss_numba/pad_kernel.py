@@ -38,7 +38,7 @@ from numba import njit, prange
 
 from padloss import rules
 
-from .convert import F16, F32, F64, load, opaque, store_half_away, store_nearest_even
+from .convert import F32, F64, load, opaque, store_half_away, store_nearest_even
 from .disk_cache import jit
 from .indirect import call_body
 from .noalias import NoAliasCompiler
@@ -189,8 +189,4 @@ def chunk_body(kind: int):
                     continue
                 _fold_columns(acc, 0, acc_kind, row, 0, kind, w_crop, w_kept, w_before, w_after)
 
-    # float16 without noalias: with it, LLVM let each scalar float16 load of a wrapped run
-    # merge (vpinsrw) into the previous element's register, a serial chain (pad-3 and pad-7
-    # rows 1.13-1.23x slower at their fastest, host and Haswell); pads 1, 2, 16 gained
-    noalias = {} if kind == F16 else {"pipeline_class": NoAliasCompiler}
-    return jit(_nrt=False, **noalias)(body)
+    return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
