@@ -519,8 +519,11 @@ def _start_peer_sides(args: argparse.Namespace, backends: list[str]) -> dict[str
 
 def _peer_report(peer: str, child: subprocess.Popen, progress: Progress) -> dict:
     """Let a started peer child time its workloads, its steps drawn on ``progress``; its report."""
-    child.stdin.write("go\n")
-    child.stdin.close()
+    try:
+        child.stdin.write("go\n")
+        child.stdin.close()
+    except BrokenPipeError:   # it died while starting: its errors are above, its exit status below
+        pass
     report = None
     for line in child.stdout:
         kind, _, rest = line.rstrip("\n").partition(" ")
