@@ -556,7 +556,6 @@ def _measure(args: argparse.Namespace, progress: Progress, backends: list[str],
     cpu_start = benchmark.cpu_seconds()
     if args.threads:
         numba.set_num_threads(args.threads)
-    not_measured = dict(not_measured)
     not_measured.update({"pytorch" if peer == "torch" else peer: why
                          for peer, why in _peers(args).items() if why})
     if "large" in args.sizes:
