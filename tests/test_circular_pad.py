@@ -85,6 +85,10 @@ def _grad(shape, pads, dtype, seed, special, big=True):
 @settings(max_examples=3000)
 @given(pad_case())
 def test_bit_exact_against_reference(case):
+    _check_bit_exact(case)
+
+
+def _check_bit_exact(case):
     dtype, shape, pads, seed, special, go_layout, out_layout = case
     go = with_layout(_grad(shape, pads, dtype, seed, special), go_layout)
     out = with_layout(np.full(shape, 7, DTYPES[dtype]), out_layout)
@@ -92,6 +96,28 @@ def test_bit_exact_against_reference(case):
     assert result is out
     expected = reference.circular_pad2d_backward(go, shape, pads)
     np.testing.assert_array_equal(bits(out), bits(expected))
+
+
+@st.composite
+def wide_row_case(draw):
+    """Rows whose copied centre run is shorter or longer than the kernel's
+    COPY_LOOP_MIN_BYTES (a memcpy below it, a vector loop from it on), which
+    pad_case's widths of at most 9 never reach."""
+    from padloss_numba.pad_kernel import COPY_LOOP_MIN_BYTES
+
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    edge = COPY_LOOP_MIN_BYTES // np.dtype(DTYPES[dtype]).itemsize
+    w = draw(st.integers(edge - 4, edge + 40))
+    left, right = draw(st.integers(-3, 3)), draw(st.integers(-3, 3))
+    h, top, bottom = draw(pad_axis(max_size=4))
+    return dtype, (2, h, w), (left, right, top, bottom), draw(st.integers(0, 2**32 - 1)), \
+        draw(st.booleans()), draw(st.sampled_from(LAYOUTS)), draw(st.sampled_from(LAYOUTS))
+
+
+@settings(max_examples=300)
+@given(wide_row_case())
+def test_wide_rows_bit_exact_against_reference(case):
+    _check_bit_exact(case)
 
 
 @settings(max_examples=300)
