@@ -3,6 +3,11 @@ hand-worked values, the NumPy model in padloss.reference (bit-exact), and
 PyTorch autograd of F.l1_loss (tolerance)."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -363,3 +368,43 @@ def test_streamed_output_bit_exact(streamed, mix, reduction, skip):
     out[...] = 7
     padloss.l1_loss_backward(go2, x2, t2, reduction, out=out)
     np.testing.assert_array_equal(bits(out), bits(expected))
+
+
+# Numba compiling for an AVX2 CPU without AVX512-FP16, whatever the host.
+AVX2_TARGET = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ",".join(
+    "+" + f for f in ("64bit adx aes avx avx2 bmi bmi2 cmov crc32 cx16 cx8 f16c fma fsgsbase fxsr "
+                      "invpcid lzcnt mmx movbe pclmul popcnt rdrnd sahf sse sse2 sse3 sse4.1 sse4.2 "
+                      "ssse3 xsave xsaveopt").split())}
+
+_FLOAT16_SIGNS_SCRIPT = """
+import json
+import numpy as np
+import padloss
+from padloss import reference
+from padloss_numba import convert
+
+every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)   # every float16, NaNs and infs too
+rng = np.random.default_rng(0)
+x = np.concatenate([every, every, every, every])
+t = np.concatenate([every, -every, rng.permutation(every), np.nextafter(every, np.float16(np.inf))])
+mismatches = {}
+for reduction in ("mean", "none"):
+    g = np.float16(0.75) if reduction == "mean" else rng.permutation(x)
+    got = padloss.l1_loss_backward(g, x, t, reduction)
+    want = reference.l1_loss_backward(g, x, t, reduction)
+    mismatches[reduction] = int(np.count_nonzero(got.view(np.uint16) != want.view(np.uint16)))
+print(json.dumps({"native": convert.HALF_COMPARES_NATIVE, "mismatches": mismatches}))
+"""
+
+
+def test_float16_signs_without_native_half_compares():
+    """Where float16 compares are not native (AVX2), the sign of self - target comes from
+    the float32 difference (l1_kernel._sign): every float16 value against itself, its
+    negation, its neighbour and a shuffle, bit-exact to the reference, in a process that
+    compiles for an AVX2 CPU."""
+    env = dict(os.environ, **AVX2_TARGET)
+    proc = subprocess.run([sys.executable, "-c", _FLOAT16_SIGNS_SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result == {"native": False, "mismatches": {"mean": 0, "none": 0}}

@@ -74,6 +74,21 @@ def _provide_half_libcalls():
 _provide_half_libcalls()
 _HALF, _FLOAT = ir.HalfType(), ir.FloatType()
 
+
+def _target_features() -> set[str]:
+    """The CPU features Numba compiles for: NUMBA_CPU_FEATURES, else the host's (as Numba
+    chooses them; its disk cache keys compiled code on the same features)."""
+    features = numba.config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
+    return set(features.split(","))
+
+
+# LLVM compares two widened float16 values as float16 (the widening is exact). With
+# AVX512-FP16 that is one native compare of 32 lanes; without it the compare is done on
+# widened lanes, but its mask comes out packed to 16 bits and is unpacked again (AVX2: 14
+# of a 16-element loop's 30 instructions). Kernels that compare float16 values can test
+# this to compare something LLVM cannot shrink instead.
+HALF_COMPARES_NATIVE = "+avx512fp16" in _target_features()
+
 # fpext/fptrunc on LLVM's half type become single vcvtph2ps/vcvtps2ph instructions with F16C
 # (scalar or vector); fptrunc rounds to nearest even. Only float<->half is used: a direct
 # double->half fptrunc has no instruction on most CPUs and would become a libcall.

