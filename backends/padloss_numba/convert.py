@@ -87,7 +87,8 @@ def _target_features() -> set[str]:
 # widened lanes, but its mask comes out packed to 16 bits and is unpacked again (AVX2: 14
 # of a 16-element loop's 30 instructions). Kernels that compare float16 values can test
 # this to compare something LLVM cannot shrink instead.
-HALF_COMPARES_NATIVE = "+avx512fp16" in _target_features()
+# AVX10 implies AVX512-FP16 (LLVM enables it for a target naming either).
+HALF_COMPARES_NATIVE = any(f == "+avx512fp16" or f.startswith("+avx10") for f in _target_features())
 
 # fpext/fptrunc on LLVM's half type become single vcvtph2ps/vcvtps2ph instructions with F16C
 # (scalar or vector); fptrunc rounds to nearest even. Only float<->half is used: a direct
