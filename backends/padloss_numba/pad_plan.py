@@ -57,7 +57,7 @@ CHUNKS_PER_THREAD = 4
 
 
 class CircularPadPlan:
-    """Geometry and kernel for one Problem; ``run`` views the buffers and launches.
+    """Geometry and kernel for one Problem; ``bind`` views the buffers, ``run`` launches.
 
     The workspace holds one float32 (float64) row buffer of W' elements per
     chunk of rows: the sums of wrapped rows, before the column fold.
@@ -82,12 +82,19 @@ class CircularPadPlan:
         assert len(self._axes) == AXES_SIZE
         self.workspace_size = chunks * w.padded * np.dtype(accumulator_dtype(kind)).itemsize
 
-    def run(self, buffers: tuple, workspace: np.ndarray, stream) -> None:
+    def bind(self, buffers: tuple) -> tuple:
+        """The kernel's arrays for these buffers, once per binding (an Executor's runs
+        reuse them): 4-D, float16/bfloat16 as uint16 views. The two views cost 0.6 us
+        warm, 7-8 us right after a medium call has filled the caches with its data."""
         go, gi = buffers
         if self._view is not None:
             go, gi = go.view(self._view), gi.view(self._view)
         if self._rank3:
             go, gi = go[None], gi[None]
+        return go, gi
+
+    def run(self, arrays: tuple, workspace: np.ndarray, stream) -> None:
+        go, gi = arrays
         if self._parallel:
             launch_parallel(self._kernel, go, gi, self._axes, workspace)
         else:
