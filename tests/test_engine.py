@@ -99,6 +99,38 @@ def test_concurrent_mixed_calls_share_the_cache(fresh_cache):
     assert fresh_cache.misses >= len(pads) + len(l1s) - 6   # more problems than room: evictions happened
 
 
+def test_one_shot_calls_reuse_a_spare_workspace_but_never_share_one(monkeypatch):
+    """A one-shot run takes the workspace a finished run of its plan gave back
+    (padloss.fastpath.run_once); two runs at once each have their own."""
+    from padloss_numba import pad_plan
+
+    go, x, pads = _pad_call(np.random.default_rng(3), np.float32, (2, 3, 6, 5), (2, 1, 1, 2))
+    want = bits(reference.circular_pad2d_backward(go, x.shape, pads))
+    workspaces, together = [], threading.Barrier(2, timeout=30)
+    original = pad_plan.CircularPadPlan.run
+
+    def run(self, arrays, workspace, stream):
+        workspaces.append(workspace)
+        if len(workspaces) > 3:       # the two concurrent calls: both inside a run at once
+            together.wait()
+        original(self, arrays, workspace, stream)
+
+    monkeypatch.setattr(pad_plan.CircularPadPlan, "run", run)
+    out, outs = np.empty(x.shape, np.float32), [np.empty(x.shape, np.float32) for _ in range(2)]
+    for _ in range(3):                # planned, then the fast path: a new workspace, then the spare
+        padloss.circular_pad2d_backward(go, x, pads, out=out)
+    assert workspaces[2] is workspaces[1]
+    threads = [threading.Thread(target=padloss.circular_pad2d_backward, args=(go, x, pads),
+                                kwargs={"out": o}) for o in outs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(workspaces) == 5 and workspaces[3] is not workspaces[4]
+    for result in (out, *outs):
+        np.testing.assert_array_equal(bits(result), want)
+
+
 def test_cache_counts_hits_and_misses_and_clear(fresh_cache):
     go, x, p = _pad_call(np.random.default_rng(0), np.float32, (2, 2, 5, 5), (1, 1, 1, 1))
     padloss.circular_pad2d_backward(go, x, p)
