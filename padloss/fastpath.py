@@ -166,7 +166,7 @@ def _ready(problem: Problem, asked: tuple) -> Ready:
 # this size rather than allocating one: np.empty costs 0.5 us warm but 8 us right after a
 # medium call has filled the caches with its data. Larger ones come with calls whose
 # kernels dwarf an allocation, and would stay allocated for every signature remembered.
-SPARE_WORKSPACE_MAX_BYTES = 1 << 16
+SPARE_WORKSPACE_MAX_BYTES = 1 << 14   # 16 MiB at most over MAX_SIGNATURES, per concurrent caller
 
 
 def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: str | None) -> None:
