@@ -76,10 +76,16 @@ _HALF, _FLOAT = ir.HalfType(), ir.FloatType()
 
 
 def _target_features() -> set[str]:
-    """The CPU features Numba compiles for: NUMBA_CPU_FEATURES, else the host's (as Numba
-    chooses them; its disk cache keys compiled code on the same features)."""
-    features = numba.config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
-    return set(features.split(","))
+    """The CPU features Numba compiles for, chosen as Numba chooses them (its disk cache
+    keys compiled code on the same): NUMBA_CPU_FEATURES, else the host's, with the AVX
+    ones off under NUMBA_ENABLE_AVX=0; none where LLVM cannot read the host's."""
+    if numba.config.CPU_FEATURES is not None:
+        return set(numba.config.CPU_FEATURES.split(","))
+    try:
+        host = llvm.get_host_cpu_features()
+    except RuntimeError:
+        return set()
+    return {f for f in host.flatten().split(",") if numba.config.ENABLE_AVX or not f[1:].startswith("avx")}
 
 
 # LLVM compares two widened float16 values as float16 (the widening is exact). With
