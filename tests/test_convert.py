@@ -498,3 +498,14 @@ def test_parallel_cached_kernel(tmp_path):
     want_even = [0x3E00, 0x3E02, 0x3E04]
     assert results[0][:2] == results[1][:2] == [want_away, want_even]
     assert results[0][2] == 0 and results[1][2] >= 1, results
+
+
+def test_target_features_are_the_ones_numba_compiles_for(monkeypatch):
+    """HALF_COMPARES_NATIVE is read from the features Numba targets: NUMBA_CPU_FEATURES
+    when set, else the host's, with AVX off under NUMBA_ENABLE_AVX=0."""
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,-avx512fp16,+f16c")
+    assert convert._target_features() == {"+avx2", "-avx512fp16", "+f16c"}
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", None)
+    monkeypatch.setattr(numba.config, "ENABLE_AVX", False)
+    features = convert._target_features()
+    assert features and not any(f[1:].startswith("avx") for f in features)
