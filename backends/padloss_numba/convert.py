@@ -89,11 +89,10 @@ def _target_features() -> set[str]:
 
 
 # LLVM compares two widened float16 values as float16 (the widening is exact). With
-# AVX512-FP16 that is one native compare of 32 lanes; without it the compare is done on
-# widened lanes, but its mask comes out packed to 16 bits and is unpacked again (AVX2: 14
-# of a 16-element loop's 30 instructions). Kernels that compare float16 values can test
-# this to compare something LLVM cannot shrink instead.
-# AVX10 implies AVX512-FP16 (LLVM enables it for a target naming either).
+# AVX512-FP16 (which AVX10 implies) that is one native compare of 32 lanes; without it the
+# compare is done on widened lanes, but its mask comes out packed to 16 bits and is
+# unpacked again (AVX2: 14 of a 16-element loop's 30 instructions). Kernels that compare
+# float16 values can test this to compare something LLVM cannot shrink instead.
 HALF_COMPARES_NATIVE = any(f == "+avx512fp16" or f.startswith("+avx10") for f in _target_features())
 
 # fpext/fptrunc on LLVM's half type become single vcvtph2ps/vcvtps2ph instructions with F16C
