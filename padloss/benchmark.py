@@ -24,7 +24,7 @@ from typing import Callable, Mapping, NamedTuple
 import numpy as np
 
 from . import reference
-from .arrays import numpy_dtype
+from .arrays import is_bfloat16, numpy_dtype
 from .circular_pad import circular_pad2d_backward, circular_pad2d_backward_get_workspace_size
 from .errors import PadlossError
 from .l1_loss import l1_loss_backward, l1_loss_backward_get_workspace_size
@@ -190,7 +190,7 @@ def _as_torch(a: np.ndarray):
     """A torch tensor sharing ``a``'s memory (bfloat16 through its bits)."""
     import torch
 
-    if a.dtype == numpy_dtype("bfloat16"):
+    if is_bfloat16(a.dtype):
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
 

@@ -2,8 +2,9 @@
 
 This module is the bit-exact oracle that the fast kernels are checked against
 (``padloss check`` and the test-suite).  It deliberately shares no code with the
-kernels: it imports only numpy, ml_dtypes and the standard library, and every
-rounding step is spelled out with exact float64 arithmetic instead of bit tricks.
+kernels: it imports only numpy and the standard library (bfloat16 arrays come
+from ml_dtypes, which their caller has imported), and every rounding step is
+spelled out with exact float64 arithmetic instead of bit tricks.
 
 Contracts: docs/circular_pad2d_backward.md and docs/l1_loss_backward.md.
 
@@ -24,7 +25,6 @@ Inputs are never mutated; every result is a new array.
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from . import rules
@@ -42,16 +42,19 @@ __all__ = [
 ]
 
 F16 = np.dtype(np.float16)
-BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
-FLOAT_DTYPES = (F16, BF16, F32, F64)
+# The float formats by name: bfloat16 (ml_dtypes) is never imported here, since an
+# array of that dtype means ml_dtypes is loaded already, and its import is slow.
+FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
 
 # Number of significand bits (including the implicit one) of each float format.
-_SIGNIFICAND_BITS = {F16: 11, BF16: 8, F32: 24, F64: 53}
+_SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+# e with 2**e just past each format's largest finite value (finfo's maxexp).
+_MAX_EXPONENT = {"float16": 16, "bfloat16": 128, "float32": 128, "float64": 1024}
 # Unsigned integer type of the same width, used only to read the last significand bit
 # when breaking a tie to even.
-_BITS_VIEW = {F16: np.uint16, BF16: np.uint16, F32: np.uint32, F64: np.uint64}
+_BITS_VIEW = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.uint32, "float64": np.uint64}
 
 
 # --------------------------------------------------------------------------------------
@@ -98,7 +101,7 @@ def _round_float64_to(x: np.ndarray, dtype: np.dtype, ties: str) -> np.ndarray:
     lo = np.where(r64 < xs, r, other).astype(dtype)
     hi = np.where(r64 < xs, other, r).astype(dtype)
 
-    beyond_max = 2.0 ** ml_dtypes.finfo(dtype).maxexp  # 2**(emax+1), exact in float64
+    beyond_max = 2.0 ** _MAX_EXPONENT[dtype.name]  # 2**(emax+1), exact in float64
 
     def as_f64(v):
         v64 = v.astype(F64)
@@ -108,7 +111,7 @@ def _round_float64_to(x: np.ndarray, dtype: np.dtype, ties: str) -> np.ndarray:
     mid = (lo64 + hi64) / 2.0  # exact
 
     if ties == "even":
-        lo_is_even = (lo.view(_BITS_VIEW[dtype]) & 1) == 0  # +-inf and 2**k patterns are even
+        lo_is_even = (lo.view(_BITS_VIEW[dtype.name]) & 1) == 0  # +-inf and 2**k patterns are even
         tie_pick = np.where(lo_is_even, lo, hi)
     elif ties == "away":
         tie_pick = np.where(np.abs(hi64) > np.abs(lo64), hi, lo)
@@ -221,7 +224,7 @@ def circular_pad2d_backward(grad_output, self_shape, padding) -> np.ndarray:
     """
     g = np.asarray(grad_output)
     dtype = g.dtype
-    if dtype not in FLOAT_DTYPES:
+    if not _is_float(dtype):
         raise TypeError(f"unsupported dtype {dtype}")
     self_shape = tuple(int(d) for d in self_shape)
     left, right, top, bottom = (int(p) for p in padding)
@@ -273,7 +276,7 @@ _REDUCTIONS = {0: "none", 1: "mean", 2: "sum", "none": "none", "mean": "mean", "
 
 
 def _is_float(dt: np.dtype) -> bool:
-    return dt in FLOAT_DTYPES
+    return dt.isnative and dt.name in FLOAT_NAMES
 
 
 def _is_int_or_bool(dt: np.dtype) -> bool:
@@ -313,7 +316,7 @@ def compute_dtype_for(dtype) -> np.dtype:
     dt = np.dtype(dtype)
     if dt == F64:
         return F64
-    if dt in (F16, BF16, F32):
+    if _is_float(dt):   # float16, bfloat16 or float32
         return F32
     raise TypeError(f"no compute dtype for {dt}")
 
@@ -348,7 +351,7 @@ def _int_to_float(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     as_f64 = np.empty(flat.shape, dtype=F64)
     small = np.abs(flat.astype(F64)) < 2.0 ** 53  # these are exact in float64
     as_f64[small] = flat[small].astype(F64)
-    bits = _SIGNIFICAND_BITS[dtype]
+    bits = _SIGNIFICAND_BITS[dtype.name]
     for i in np.flatnonzero(~small):
         # Round to the target's significand width first; the result then has <= 53
         # significant bits, so float() is exact, and the cast below only handles overflow.

@@ -1,4 +1,5 @@
-"""padloss never imports torch or torch_npu on its own, and works without them.
+"""padloss never imports torch or torch_npu on its own, and works without them;
+nor ml_dtypes (0.9 s to import, 0.7.0) until bfloat16 is asked for.
 
 Each check runs in a fresh interpreter, so nothing this test process imported
 counts. "torch absent" is simulated by wrapping every import finder so that it
@@ -96,4 +97,23 @@ def test_torch_cpu_tensors_stay_off_the_torch_path():
         assert ex.backend.name == "numba"
         assert "torch_npu" not in sys.modules
         assert "padloss_torch.pad" not in sys.modules     # no torch plan was built
+        """)
+
+
+def test_ml_dtypes_is_imported_only_for_bfloat16():
+    pytest.importorskip("torch")
+    run_python("""
+        import sys
+        import padloss.cli, padloss.benchmark, padloss_torch
+        """, USE_NUMBA, """
+        padloss.circular_pad2d_backward(np.ones((1, 5, 5), np.float16), np.empty((1, 3, 3), np.float16),
+                                        [1, 1, 1, 1])
+        assert "ml_dtypes" not in sys.modules
+        import torch
+        x = torch.tensor([[1.5, -2.0, 0.25]], dtype=torch.bfloat16)
+        got = padloss.l1_loss_backward(torch.tensor(3.0, dtype=torch.bfloat16), x, torch.zeros(3), "sum")
+        assert got.dtype is torch.float32 and got.tolist() == [[3.0, -3.0, 3.0]], got
+        got = padloss.l1_loss_backward(torch.tensor(3.0, dtype=torch.bfloat16), x, x.flip(1), "mean")
+        assert got.dtype is torch.bfloat16 and got.tolist() == [[1.0, 0.0, -1.0]], got
+        assert "ml_dtypes" in sys.modules   # the bfloat16 tensors' NumPy views needed it
         """)

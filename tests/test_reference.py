@@ -199,6 +199,18 @@ def test_float16_overflow_to_inf():
         assert out[0, 0, 0] == np.float16(want), (a, b, out)
 
 
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16, np.dtype(np.float32)], ids=str)
+def test_rounding_at_the_overflow_threshold(dtype):
+    # Half an ulp past the largest finite value is the tie between it and inf: both tie
+    # rules give inf there (the largest value's last bit is odd), just below it stays finite.
+    fi = ml_dtypes.finfo(dtype)
+    top, half_ulp = float(fi.max), 2.0 ** (fi.maxexp - fi.nmant - 2)
+    x = np.array([top + 0.99 * half_ulp, top + half_ulp, -(top + half_ulp), -(top + 0.99 * half_ulp)])
+    want = np.array([top, np.inf, -np.inf, -top], dtype)
+    bits_equal(ref.round_half_to_even(x, dtype), want)
+    bits_equal(ref.round_half_away_from_zero(x, dtype), want)
+
 def test_nan_propagates():
     for dtype in (np.float16, BF16, np.float32, np.float64):
         g = np.ones((1, 1, 7), dtype=dtype)

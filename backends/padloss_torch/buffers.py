@@ -12,18 +12,17 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import torch
 
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+from padloss.arrays import is_bfloat16
 
 
 def as_torch(buffer: Any) -> torch.Tensor:
     """``buffer`` as a tensor sharing its memory (no copy)."""
     if isinstance(buffer, torch.Tensor):
         return buffer
-    if buffer.dtype == BFLOAT16:
+    if is_bfloat16(buffer.dtype):
         return torch.from_dlpack(buffer.view(np.int16)).view(torch.bfloat16)
     return torch.from_dlpack(buffer)
 

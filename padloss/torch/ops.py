@@ -56,7 +56,7 @@ def _new_result(like: torch.Tensor, shape: Sequence[int], dtype: torch.dtype):
 
 def _from_numpy(memory: np.ndarray) -> torch.Tensor:
     """A tensor sharing a NumPy array's memory (bfloat16 too, which torch.from_numpy lacks)."""
-    if memory.dtype == arrays.BFLOAT16:
+    if arrays.is_bfloat16(memory.dtype):
         return torch.from_numpy(memory.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(memory)
 
