@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -186,6 +186,12 @@ def _random(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
     return np.resize(block, shape)
 
 
+def _inputs(shape: tuple[int, ...], dtype: str, seed: int, filled: bool) -> np.ndarray:
+    """A workload's input: ``_random`` values, or unfilled (no page of it touched)
+    for a workload that is only planned (``prepare``)."""
+    return _random(shape, dtype, seed) if filled else np.empty(shape, numpy_dtype(dtype))
+
+
 def _as_torch(a: np.ndarray):
     """A torch tensor sharing ``a``'s memory (bfloat16 through its bits)."""
     import torch
@@ -244,11 +250,12 @@ class PadWorkload(Workload):
     op = label = "circular_pad2d_backward"
     ceiling_inputs = 1   # a copy
 
-    def __init__(self, dtype: str, shape: tuple[int, ...], padding: tuple[int, ...] = PADDING):
+    def __init__(self, dtype: str, shape: tuple[int, ...], padding: tuple[int, ...] = PADDING,
+                 filled: bool = True):
         left, right, top, bottom = padding
         self.padding = tuple(padding)
         padded = shape[:-2] + (shape[-2] + top + bottom, shape[-1] + left + right)
-        self.grad_output = _random(padded, dtype, 0)
+        self.grad_output = _inputs(padded, dtype, 0, filled)
         self.out = np.empty(shape, self.grad_output.dtype)
         self.nbytes = self.grad_output.nbytes + self.out.nbytes
 
@@ -294,13 +301,13 @@ class PadWorkload(Workload):
 class L1Workload(Workload):
     op = "l1_loss_backward"
 
-    def __init__(self, dtype: str, shape: tuple[int, ...], reduction: str = "mean"):
+    def __init__(self, dtype: str, shape: tuple[int, ...], reduction: str = "mean", filled: bool = True):
         self.reduction = reduction
         self.label = f"l1_loss_backward ({reduction})"
         self.ceiling_inputs = 3 if reduction == "none" else 2   # mean/sum: grad_output is 0-d
-        self.grad_output = _random(shape if reduction == "none" else (), dtype, 0)
-        self.self_ = _random(shape, dtype, 1)
-        self.target = _random(shape, dtype, 2)
+        self.grad_output = _inputs(shape if reduction == "none" else (), dtype, 0, filled)
+        self.self_ = _inputs(shape, dtype, 1, filled)
+        self.target = _inputs(shape, dtype, 2, filled)
         self.out = np.empty(shape, self.self_.dtype)
         self.nbytes = sum(a.nbytes for a in (self.grad_output, self.self_, self.target, self.out))
 
@@ -333,20 +340,27 @@ class L1Workload(Workload):
         return _jitted_vjp(loss, self.self_, self.grad_output)
 
 
-def workload(op: str, dtype: str, size: str, reduction: str) -> Workload:
-    """The bench's workload for ``op`` ("pad" or "l1") at a size of :data:`SIZES`."""
+def workload(op: str, dtype: str, size: str, reduction: str, filled: bool = True) -> Workload:
+    """The bench's workload for ``op`` ("pad" or "l1") at a size of :data:`SIZES`; its
+    inputs are left unfilled unless ``filled`` (enough for ``prepare``)."""
     shape = SIZES[size]
     if op == "pad":
-        return PadWorkload(dtype, shape)
-    return L1Workload(dtype, shape, reduction)
+        return PadWorkload(dtype, shape, filled=filled)
+    return L1Workload(dtype, shape, reduction, filled=filled)
 
 
-def prepare(w: Workload) -> None:
-    """Run ``w``'s padloss call (automatic backend) and each of its ceilings once:
-    everything the bench compiles for ``w`` is then compiled (or loaded)."""
-    w.padloss(None)()
-    for fn, _ in w.ceilings().values():
-        fn()
+def prepare(w: Workload, mixes: Iterable[int] = ()) -> None:
+    """Compile (or load) what the bench runs for ``w``, without running it: the plan of
+    its padloss call (phase 1, automatic backend, for buffers of ``w``'s metadata: an
+    unfilled ``w`` will do), and the ceiling kernels of ``mixes`` (counts of input
+    streams, see ``Workload.ceilings``). Nothing is written: a large workload's pages,
+    filled and written, took 0.4-0.9 s of a compiling child's time."""
+    w.executor()
+    if mixes:
+        from padloss_numba import stream
+
+        for n_inputs in mixes:
+            stream.prepare(n_inputs)
 
 
 TORCH_BACKENDS = ("torch", "ascend")

@@ -406,3 +406,18 @@ def test_the_jax_peer_computes_the_same_gradients(reduction):
     np.testing.assert_allclose(np.asarray(l1.jax_vjp()()),
                                reference.l1_loss_backward(l1.grad_output, l1.self_, l1.target, reduction),
                                rtol=1e-6)
+
+
+def test_prepare_plans_a_workload_without_filling_or_running_it():
+    padloss.plan_cache.clear()
+    w = benchmark.workload("l1", "float32", "tiny", "mean", filled=False)
+    w.out[...] = 7.0
+    benchmark.prepare(w, mixes=[w.ceiling_inputs])
+    assert padloss.plan_cache.size == 1                     # phase 1 planned (and compiled) it
+    assert (w.out == 7.0).all()                             # and nothing ran
+    planned = padloss.plan_cache.size
+    filled = benchmark.workload("l1", "float32", "tiny", "mean")
+    filled.padloss(None)()
+    assert padloss.plan_cache.size == planned               # the timed call finds that plan
+    np.testing.assert_array_equal(filled.out, reference.l1_loss_backward(filled.grad_output, filled.self_,
+                                                                         filled.target, "mean"))
