@@ -4,7 +4,9 @@ The first call of each kernel variant pays its compilation (about 2-3 s cold)
 or a load from the on-disk cache (well under a second, most of it Numba's own
 start-up). ``padloss.warmup()`` pays that up front, for each op and dtype, in
 the serial variant (small tensors), the parallel one (large tensors), and the
-one for outputs far larger than the caches (which L1 streams past them).
+one for outputs far larger than the caches (which L1 streams past them). It
+plans each call (phase 1, which compiles) on unfilled buffers and runs none:
+nothing of the large ones is touched.
 """
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from typing import Iterable
 import numpy as np
 
 from .arrays import numpy_dtype
-from .circular_pad import circular_pad2d_backward
-from .l1_loss import l1_loss_backward
+from .circular_pad import circular_pad2d_backward_get_workspace_size
+from .l1_loss import l1_loss_backward_get_workspace_size
 
 OPS = ("circular_pad2d_backward", "l1_loss_backward")
 DTYPES = ("float16", "bfloat16", "float32")
@@ -26,14 +28,15 @@ _SIDES = (4, 256, 4096)
 
 
 def _pad(dtype: np.dtype, side: int, backend: str | None) -> None:
-    go = np.zeros((1, 1, side + 2, side + 2), dtype)
-    circular_pad2d_backward(go, np.empty((1, 1, side, side), dtype), (1, 1, 1, 1), backend=backend)
+    out = np.empty((1, 1, side, side), dtype)
+    circular_pad2d_backward_get_workspace_size(np.empty((1, 1, side + 2, side + 2), dtype), out,
+                                               (1, 1, 1, 1), out, backend=backend)
 
 
 def _l1(dtype: np.dtype, side: int, backend: str | None) -> None:
-    x = np.zeros((side, side), dtype)
-    l1_loss_backward(np.ones((), dtype), x, x, "mean", backend=backend)
-    l1_loss_backward(x, x, x, "none", backend=backend)
+    x, out = np.empty((side, side), dtype), np.empty((side, side), dtype)
+    l1_loss_backward_get_workspace_size(np.empty((), dtype), x, x, "mean", out, backend=backend)
+    l1_loss_backward_get_workspace_size(x, x, x, "none", out, backend=backend)
 
 
 _RUNNERS = {"circular_pad2d_backward": _pad, "l1_loss_backward": _l1}

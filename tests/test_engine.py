@@ -449,6 +449,14 @@ def test_warmup_prepares_every_variant(fresh_cache):
     seconds = padloss.warmup(dtypes=("float32",))
     assert seconds > 0
     assert fresh_cache.size == 9   # {pad, l1 mean, l1 none} x {serial, parallel, streamed}
+    # it planned on unfilled buffers and ran nothing; calls of those shapes find its plans
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+    got = padloss.l1_loss_backward(np.float32(2), x, x[::-1].copy(), "mean")
+    np.testing.assert_array_equal(got, reference.l1_loss_backward(np.float32(2), x, x[::-1], "mean"))
+    go = np.arange(36, dtype=np.float32).reshape(1, 1, 6, 6)
+    got = padloss.circular_pad2d_backward(go, np.empty((1, 1, 4, 4), np.float32), (1, 1, 1, 1))
+    np.testing.assert_array_equal(got, reference.circular_pad2d_backward(go, (1, 1, 4, 4), (1, 1, 1, 1)))
+    assert fresh_cache.size == 9
 
 
 def _kernels():
