@@ -58,12 +58,17 @@ def time_round(fn: Callable[[], object], calls: int) -> float:
     return statistics.median(samples)
 
 
-def calls_per_round(fn: Callable[[], object], round_s: float, max_calls: int = 20_000) -> int:
+def calls_per_round(fn: Callable[[], object], round_s: float, max_calls: int = 20_000,
+                    warm_up: bool = True) -> int:
     """How many back-to-back calls of ``fn`` fill about ``round_s`` seconds (at
     least one), from the fastest of a few timed calls (one when a call is
     slow); they double as a warm-up. A first, untimed call may compile: timed,
-    it made a microsecond call look slow, so each round held one cold call."""
-    fn()
+    it made a microsecond call look slow, so each round held one cold call.
+    ``warm_up=False`` skips it for a callable that never compiles (torch's):
+    its first call, timed, then only decides the count, and a slow one (torch's
+    large pad backward, 0.6 s) is called once less."""
+    if warm_up:
+        fn()
     fastest = time_round(fn, 1)
     if fastest < round_s / 10:
         fastest = min(fastest, *(time_round(fn, 1) for _ in range(5)))

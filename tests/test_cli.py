@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -317,6 +318,7 @@ def test_python_m_padloss_and_the_console_script():
 def test_info_and_bench_work_without_torch():
     script = HIDE_TORCH + """
 import sys
+import time
 from padloss import cli
 assert cli.main(["info"]) == 0
 assert cli.main(["bench", "--quick", "--sizes", "tiny", "--rounds", "1"]) == 0
@@ -421,3 +423,15 @@ def test_prepare_plans_a_workload_without_filling_or_running_it():
     assert padloss.plan_cache.size == planned               # the timed call finds that plan
     np.testing.assert_array_equal(filled.out, reference.l1_loss_backward(filled.grad_output, filled.self_,
                                                                          filled.target, "mean"))
+
+
+def test_calls_per_round_warms_up_only_what_may_compile():
+    calls = []
+
+    def slow():   # a call longer than the round: one per round, whatever the machine
+        calls.append(1)
+        time.sleep(0.01)
+
+    assert benchmark.calls_per_round(slow, round_s=0.005) == 1 and len(calls) == 2   # untimed, timed
+    calls.clear()
+    assert benchmark.calls_per_round(slow, round_s=0.005, warm_up=False) == 1 and len(calls) == 1
