@@ -509,3 +509,19 @@ def test_target_features_are_the_ones_numba_compiles_for(monkeypatch):
     monkeypatch.setattr(numba.config, "ENABLE_AVX", False)
     features = convert._target_features()
     assert features and not any(f[1:].startswith("avx") for f in features)
+
+
+def test_float_bits_round_trip_in_python_and_kernels():
+    @njit
+    def negated(x):   # -x through bits, in a kernel: x's bits xor its sign bit
+        sign = convert.float_bits(x) ^ convert.float_bits(-x)
+        return convert.float_from_bits(convert.float_bits(x) ^ sign, x)
+
+    for x in (np.float32(-0.0), np.float32(1.5), np.float64(-2.25), np.float64(np.inf)):
+        width = np.uint32 if x.dtype == np.float32 else np.uint64
+        bits = convert.float_bits(x)
+        assert bits == np.asarray(x).view(width)[()]
+        back = convert.float_from_bits(bits, x)
+        assert back.dtype == x.dtype and np.asarray(back).view(width) == bits
+        got = x.dtype.type(negated(x))   # a kernel returns a Python float: float32 is exact in it
+        assert np.asarray(got).view(width) == np.asarray(-x).view(width)

@@ -408,3 +408,25 @@ def test_float16_signs_without_native_half_compares():
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
     assert result == {"native": False, "mismatches": {"mean": 0, "none": 0}}
+
+
+@pytest.mark.parametrize("pair, g_dtype, out_dtype", [
+    ((F16, F16), F32, F16),              # float16's difference, its sign bit flipping g's
+    ((F16, F16), np.float64, F16),       # the difference in float64, g in float32
+    ((F16, F16), F32, np.float64),       # the difference in float32, g in float64
+    ((BF16, BF16), F32, BF16),           # compared as they are
+    ((F16, BF16), F16, F32),             # a mixed pair
+], ids=str)
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_fixed_grad_signs_picked_across_widths(pair, g_dtype, out_dtype, reduction):
+    """16-bit self/target pairs pick g's bits by the sign (l1_kernel._signed_bits) in every
+    mix of compute width (float64 with a float64 grad) and output width: greater, less,
+    equal, NaN, signed zeros and infinities, negative and positive grads."""
+    s = np.array([1, 2, 3, np.nan, 5, -0.0, np.inf, -np.inf, 65504, 1e-7], np.float32)
+    t = np.array([2, 2, 1, 1, np.inf, 0.0, np.inf, 0, -65504, 0], np.float32)
+    x, y = s.astype(pair[0]), t.astype(pair[1])
+    for g in (-2.5, 3.0, -0.0):
+        out = np.empty(s.shape, out_dtype)
+        padloss.l1_loss_backward(np.asarray(g, g_dtype), x, y, reduction, out=out)
+        want = reference.l1_loss_backward(np.asarray(g, g_dtype), x, y, reduction, out_dtype)
+        np.testing.assert_array_equal(bits(out), bits(want), err_msg=f"g={g}")

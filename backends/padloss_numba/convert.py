@@ -141,6 +141,8 @@ def opaque(typingctx, x):
 
 _f32_as_u32 = _llvm_cast(types.float32, types.uint32, lambda b, v: b.bitcast(v, ir.IntType(32)))
 _u32_as_f32 = _llvm_cast(types.uint32, types.float32, lambda b, v: b.bitcast(v, _FLOAT))
+_f64_as_u64 = _llvm_cast(types.float64, types.uint64, lambda b, v: b.bitcast(v, ir.IntType(64)))
+_u64_as_f64 = _llvm_cast(types.uint64, types.float64, lambda b, v: b.bitcast(v, ir.DoubleType()))
 
 
 # --- scalar helpers -------------------------------------------------------------------------------
@@ -281,6 +283,36 @@ def store_exact(kind, v):
     """Narrow a value that ``kind`` represents exactly (the caller knows it does), with the
     least work: what every rounding returns for it (bfloat16 truncates; the others cast)."""
     return _store_exact_py(kind, v)
+
+
+def float_bits(x):
+    """A float32's bits as uint32, a float64's as uint64 (a vector lane's worth: no widening)."""
+    x = np.asarray(x)
+    return x.view(np.uint32 if x.dtype == np.float32 else np.uint64)[()]
+
+
+def float_from_bits(bits, like):
+    """The float of ``like``'s type (float32 or float64) whose bits are ``bits`` (the low 32 or 64)."""
+    dtype = np.asarray(like).dtype
+    return np.asarray(bits).astype(np.uint32 if dtype == np.float32 else np.uint64).view(dtype)[()]
+
+
+@overload(float_bits)
+def _ol_float_bits(x):
+    if x == types.float32:
+        return lambda x: _f32_as_u32(x)
+    if x == types.float64:
+        return lambda x: _f64_as_u64(x)
+    raise errors.TypingError(f"float_bits takes float32 or float64, not {x}")
+
+
+@overload(float_from_bits)
+def _ol_float_from_bits(bits, like):
+    if like == types.float32:
+        return lambda bits, like: _u32_as_f32(bits)
+    if like == types.float64:
+        return lambda bits, like: _u64_as_f64(bits)
+    raise errors.TypingError(f"float_from_bits makes float32 or float64, not {like}")
 
 
 def _literal_kind(kind):

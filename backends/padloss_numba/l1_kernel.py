@@ -30,7 +30,17 @@ from numba import njit, prange, types
 from numba.core import errors
 from numba.extending import overload
 
-from .convert import F16, F64, HALF_COMPARES_NATIVE, load, store_exact, store_nearest_even
+from .convert import (
+    BF16,
+    F16,
+    F64,
+    HALF_COMPARES_NATIVE,
+    float_bits,
+    float_from_bits,
+    load,
+    store_exact,
+    store_nearest_even,
+)
 from .disk_cache import jit
 from .indirect import call_body, stack_array
 from .noalias import NoAliasCompiler
@@ -120,6 +130,29 @@ def _sign(xk, tk, pk, scale, x_raw, t_raw):
 
 
 @njit(inline="always")
+def _signed_bits(xk, tk, ok, pk, g, g_bits, flipped, zero, x_raw, t_raw):
+    """The bits of ``sign(self - target) * g`` for a finite ``g``, picked instead of
+    multiplied: ``g`` (``g_bits``), ``-g`` (``flipped``), or ``+0 * g`` (``zero``: equal,
+    or a NaN). Those products are exact, so the bits are the same. The operands compare
+    as in ``_sign``: float16 pairs through their difference where half compares are not
+    native, whose sign bit then flips ``g``'s. Medium (in-cache) mean and sum, against
+    multiplying by the sign: float16 1.18x and bfloat16 1.26-1.29x faster on Zen 4,
+    1.3x and 1.2x under a Haswell target; large (memory-bound) and float32 alike. float32
+    and float64 pairs keep the multiply (picked, float32 ran 1.05-1.07x slower); the
+    first call compiles ~0.25 s longer (2.4 -> 2.65 s, float16 mean, Zen 4)."""
+    a, b = load_input(xk, pk, x_raw), load_input(tk, pk, t_raw)
+    if not (xk in (F16, BF16) and tk in (F16, BF16)):   # float32 and float64 ran as fast multiplied
+        return float_bits(_signed(a, b, np.float32(1.0)) * g)
+    if xk == F16 and tk == F16 and not HALF_COMPARES_NATIVE:
+        d = a - b
+        if pk != F64 and ok != F64:   # d and g both float32: d's sign bit flips g's
+            nonzero = (d < 0) | (d > 0)
+            return (g_bits ^ (float_bits(d) & (g_bits ^ flipped))) if nonzero else zero
+        return g_bits if d > 0 else (flipped if d < 0 else zero)
+    return g_bits if a > b else (flipped if a < b else zero)
+
+
+@njit(inline="always")
 def _store(ok, exact, v):
     """An output element: rounded once to nearest even; or, when the plan proved every
     result representable in the output dtype (``exact``, a constant), narrowed without
@@ -144,11 +177,15 @@ def _row_fixed_grad(xk, tk, ok, pk, exact, g, x, x0, xs, t, t0, ts, out, o0, os,
     range (the caller then passes g unrounded, ``exact`` False). Each element is then
     a sign flip and a store without rounding work. (Picking among the three rounded
     results with selects instead ran slower memory-bound: float16 mean 0.93x -> 0.70x.)
+    ``g`` is finite (the caller sends other rows to ``_row``), so in float32 the sign
+    picks ``g``'s bits (``_signed_bits``) instead of multiplying.
     """
-    one = np.float32(1.0)
+    # the three results' bits: g, -g (a sign flip) and +0 * g (a zero of g's sign)
+    g_bits, flipped, zero = float_bits(g), float_bits(-g), float_bits(np.copysign(g - g, g))
     for j in range(j0, j1):
-        s = _sign(xk, tk, pk, one, x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)])
-        out[np.uint64(o0 + j * os)] = _store(ok, exact, s * g)
+        bits = _signed_bits(xk, tk, ok, pk, g, g_bits, flipped, zero, x[np.uint64(x0 + j * xs)],
+                            t[np.uint64(t0 + j * ts)])
+        out[np.uint64(o0 + j * os)] = _store(ok, exact, float_from_bits(bits, g))
 
 
 @njit(inline="always")
@@ -200,8 +237,9 @@ def _elements(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs
               dst, d0, ds, j0, j1, coef):
     """Elements j0..j1 of a row, stored at ``dst[d0 + j * ds]`` (the output itself, or a
     staging run): ``_row_fixed_grad`` with the row's grad term ``g_rounded`` when
-    ``fixed``, else ``_row`` (which also takes a fixed grad whose term rounds past the
-    output's range: there sign 0 gives NaN, not 0, so each element rounds)."""
+    ``fixed``, else ``_row`` (which also takes a fixed grad whose term is not finite: an
+    inf or NaN grad, or one rounding past the output's range, where sign 0 gives NaN, not
+    0, so each element rounds)."""
     if fixed:
         _row_fixed_grad(xk, tk, ok, pk, True, g_rounded, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1)
     else:
@@ -326,7 +364,7 @@ def _work(gk, xk, tk, ok, pk, exact, emit, stage, go, x, t, out, nest, coef, chu
         if gs == 0:                   # the 0-d grad of mean/sum, or broadcast: round once
             g_raw = load_input(gk, pk, go[g0]) * coef
             g_rounded = load(ok, store_nearest_even(ok, g_raw))
-            fixed = not (np.isinf(g_rounded) and not np.isinf(g_raw))   # else past the range
+            fixed = np.isfinite(g_rounded)   # else past the range, or an inf or NaN grad: _row
         emit(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
              out, o0, os, j0, j1, coef, stage)
         blk += 1
