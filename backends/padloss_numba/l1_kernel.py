@@ -177,8 +177,8 @@ def _row_fixed_grad(xk, tk, ok, pk, exact, g, x, x0, xs, t, t0, ts, out, o0, os,
     range (the caller then passes g unrounded, ``exact`` False). Each element is then
     a sign flip and a store without rounding work. (Picking among the three rounded
     results with selects instead ran slower memory-bound: float16 mean 0.93x -> 0.70x.)
-    ``g`` is finite (the caller sends other rows to ``_row``), so in float32 the sign
-    picks ``g``'s bits (``_signed_bits``) instead of multiplying.
+    ``g`` is finite (the caller sends other rows to ``_row``), so for 16-bit self and
+    target the sign picks among ``g``'s bits (``_signed_bits``) instead of multiplying.
     """
     # the three results' bits: g, -g (a sign flip) and +0 * g (a zero of g's sign)
     g_bits, flipped, zero = float_bits(g), float_bits(-g), float_bits(np.copysign(g - g, g))
