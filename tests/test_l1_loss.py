@@ -416,12 +416,15 @@ def test_float16_signs_without_native_half_compares():
     ((F16, F16), F32, np.float64),       # the difference in float32, g in float64
     ((BF16, BF16), F32, BF16),           # compared as they are
     ((F16, BF16), F16, F32),             # a mixed pair
+    ((F32, F32), F32, F16),              # float32, compared as they are
+    ((np.float64, F32), np.float64, np.float64),   # float64 bits
 ], ids=str)
 def test_fixed_grad_signs_picked_across_widths(pair, g_dtype, out_dtype):
-    """16-bit self/target pairs pick g's bits by the sign (l1_kernel._signed_bits) in every
-    mix of compute width (float64 with a float64 grad) and output width: greater, less,
-    equal, NaN, signed zeros and infinities, negative and positive grads. Mean only: sum
-    takes the same path, and each mix is a kernel variant to compile."""
+    """A fixed grad's results, g's bits picked by the sign for 16-bit pairs and multiplied
+    for the others (l1_kernel._signed_bits), in every mix of compute width (float64 with a
+    float64 grad) and output width: greater, less, equal, NaN, signed zeros and infinities,
+    negative and positive grads. Mean only: sum takes the same path, and each mix is a
+    kernel variant to compile."""
     s = np.array([1, 2, 3, np.nan, 5, -0.0, np.inf, -np.inf, 65504, 1e-7], np.float32)
     t = np.array([2, 2, 1, 1, np.inf, 0.0, np.inf, 0, -65504, 0], np.float32)
     x, y = s.astype(pair[0]), t.astype(pair[1])
