@@ -137,9 +137,10 @@ def _signed_bits(xk, tk, ok, pk, g, g_bits, flipped, zero, x_raw, t_raw):
     as in ``_sign``: float16 pairs through their difference where half compares are not
     native, whose sign bit then flips ``g``'s. Medium (in-cache) mean and sum, against
     multiplying by the sign: float16 1.18x and bfloat16 1.26-1.29x faster on Zen 4,
-    1.3x and 1.2x under a Haswell target; large (memory-bound) and float32 alike. float32
-    and float64 pairs keep the multiply (picked, float32 ran 1.05-1.07x slower); the
-    first call compiles ~0.25 s longer (2.4 -> 2.65 s, float16 mean, Zen 4)."""
+    1.3x and 1.2x under a Haswell target; large (memory-bound) alike. float32 and float64
+    pairs keep the multiply: picked, float64 medium ran 0.89-0.96x (float32 perhaps 1.07x,
+    within the noise). Typing that branch beside the pick makes the first call compile
+    ~0.25 s longer (2.4 -> 2.65 s, float16 mean, Zen 4)."""
     a, b = load_input(xk, pk, x_raw), load_input(tk, pk, t_raw)
     if not (xk in (F16, BF16) and tk in (F16, BF16)):   # float32 and float64 ran as fast multiplied
         return float_bits(_signed(a, b, np.float32(1.0)) * g)
