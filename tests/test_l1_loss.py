@@ -421,7 +421,7 @@ def test_float16_signs_without_native_half_compares():
 ], ids=str)
 def test_fixed_grad_signs_picked_across_widths(pair, g_dtype, out_dtype):
     """A fixed grad's results, g's bits picked by the sign for 16-bit pairs and multiplied
-    for the others (l1_kernel.signed_bits), in every mix of compute width (float64 with a
+    for the others (l1_kernel.signed_term), in every mix of compute width (float64 with a
     float64 grad) and output width: greater, less, equal, NaN, signed zeros and infinities,
     negative and positive grads. Mean only: sum takes the same path, and each mix is a
     kernel variant to compile."""

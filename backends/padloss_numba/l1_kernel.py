@@ -129,43 +129,49 @@ def _sign(xk, tk, pk, scale, x_raw, t_raw):
     return _signed(load_input(xk, pk, x_raw), load_input(tk, pk, t_raw), scale)
 
 
-def signed_bits(xk, tk, ok, pk, g, g_bits, flipped, zero, x_raw, t_raw):
-    """The bits of ``sign(self - target) * g`` for a finite ``g``; kernels only (an
-    overload: only the way the kinds (literals) choose is compiled).
+def signed_term(xk, tk, ok, pk, g, x_raw, t_raw):
+    """``sign(self - target) * g`` for a finite ``g``; kernels only (an overload: only the
+    way the kinds (literals) choose is compiled).
 
-    16-bit self and target pick them instead of multiplying: ``g`` (``g_bits``), ``-g``
-    (``flipped``), or ``+0 * g`` (``zero``: equal, or a NaN); those products are exact,
-    so the bits are the same. The operands compare as in ``_sign``: float16 pairs through
-    their difference where half compares are not native, whose sign bit then flips
-    ``g``'s. Medium (in-cache) mean and sum, against multiplying by the sign: float16
-    1.1-1.19x and bfloat16 1.26-1.29x faster on Zen 4, 1.3x and 1.2x under a Haswell
-    target; large (memory-bound) alike. float32 and float64 pairs multiply: picked,
-    float64 medium ran 0.89-0.96x (float32 perhaps 1.07x, within the noise).
+    16-bit self and target pick its bits instead of multiplying: ``g``'s, ``-g``'s, or
+    ``+0 * g``'s (equal, or a NaN); those products are exact, so the bits are the same.
+    The operands compare as in ``_sign``: float16 pairs through their difference where
+    half compares are not native, whose sign bit then flips ``g``'s. Medium (in-cache)
+    mean and sum, against multiplying by the sign: float16 1.1-1.19x and bfloat16
+    1.26-1.29x faster on Zen 4, 1.3x and 1.2x under a Haswell target; large
+    (memory-bound) alike. float32 and float64 pairs multiply: picked, float64 medium ran
+    0.89-0.96x (float32 perhaps 1.07x, within the noise). The three patterns depend on
+    ``g`` alone, constant along a row, so LLVM makes them once per row.
     """
 
 
-def _picked_bits(xk, tk, ok, pk, g, g_bits, flipped, zero, x_raw, t_raw):
+def _picked_term(xk, tk, ok, pk, g, x_raw, t_raw):
+    # g's bits, -g's (a sign flip) and +0 * g's (a zero of g's sign)
+    g_bits, flipped, zero = float_bits(g), float_bits(-g), float_bits(np.copysign(g - g, g))
     a, b = load_input(xk, pk, x_raw), load_input(tk, pk, t_raw)
     if xk == F16 and tk == F16 and not HALF_COMPARES_NATIVE:
         d = a - b
         if pk != F64 and ok != F64:   # d and g both float32: d's sign bit flips g's
             nonzero = (d < 0) | (d > 0)
-            return (g_bits ^ (float_bits(d) & (g_bits ^ flipped))) if nonzero else zero
-        return g_bits if d > 0 else (flipped if d < 0 else zero)
-    return g_bits if a > b else (flipped if a < b else zero)
+            bits = (g_bits ^ (float_bits(d) & (g_bits ^ flipped))) if nonzero else zero
+        else:
+            bits = g_bits if d > 0 else (flipped if d < 0 else zero)
+    else:
+        bits = g_bits if a > b else (flipped if a < b else zero)
+    return float_from_bits(bits, g)
 
 
-def _multiplied_bits(xk, tk, ok, pk, g, g_bits, flipped, zero, x_raw, t_raw):
-    return float_bits(_sign(xk, tk, pk, np.float32(1.0), x_raw, t_raw) * g)
+def _multiplied_term(xk, tk, ok, pk, g, x_raw, t_raw):
+    return _sign(xk, tk, pk, np.float32(1.0), x_raw, t_raw) * g
 
 
-@overload(signed_bits, prefer_literal=True, inline="always")
-def _ol_signed_bits(xk, tk, ok, pk, g, g_bits, flipped, zero, x_raw, t_raw):
+@overload(signed_term, prefer_literal=True, inline="always")
+def _ol_signed_term(xk, tk, ok, pk, g, x_raw, t_raw):
     if not all(isinstance(k, types.IntegerLiteral) for k in (xk, tk, ok, pk)):
-        raise errors.TypingError("signed_bits needs literal kinds")
+        raise errors.TypingError("signed_term needs literal kinds")
     if xk.literal_value in (F16, BF16) and tk.literal_value in (F16, BF16):
-        return _picked_bits
-    return _multiplied_bits
+        return _picked_term
+    return _multiplied_term
 
 
 @njit(inline="always")
@@ -194,14 +200,11 @@ def _row_fixed_grad(xk, tk, ok, pk, exact, g, x, x0, xs, t, t0, ts, out, o0, os,
     a sign flip and a store without rounding work. (Picking among the three rounded
     results with selects instead ran slower memory-bound: float16 mean 0.93x -> 0.70x.)
     ``g`` is finite (the caller sends other rows to ``_row``), so for 16-bit self and
-    target the sign picks among ``g``'s bits (``signed_bits``) instead of multiplying.
+    target the sign picks among ``g``'s bits (``signed_term``) instead of multiplying.
     """
-    # the three results' bits: g, -g (a sign flip) and +0 * g (a zero of g's sign)
-    g_bits, flipped, zero = float_bits(g), float_bits(-g), float_bits(np.copysign(g - g, g))
     for j in range(j0, j1):
-        bits = signed_bits(xk, tk, ok, pk, g, g_bits, flipped, zero, x[np.uint64(x0 + j * xs)],
-                            t[np.uint64(t0 + j * ts)])
-        out[np.uint64(o0 + j * os)] = _store(ok, exact, float_from_bits(bits, g))
+        v = signed_term(xk, tk, ok, pk, g, x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)])
+        out[np.uint64(o0 + j * os)] = _store(ok, exact, v)
 
 
 @njit(inline="always")
