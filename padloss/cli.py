@@ -775,7 +775,7 @@ def compile_ahead(args: argparse.Namespace) -> dict[str, list[str]]:
         return {}
     # the pad child compiles every ceiling kernel too, evening out the children: the L1
     # child's kernels take longer (outputs it streams are a variant of their own)
-    mixes = sorted({benchmark.workload(op, "float32", "tiny", args.reduction).ceiling_inputs
+    mixes = sorted({benchmark.workload(op, "float32", "tiny", args.reduction, filled=False).ceiling_inputs
                     for op in ("pad", "l1")})
     return {op: [_PREPARE_CHILD, op, args.reduction, ",".join(args.sizes), ",".join(args.dtypes),
                  ",".join(map(str, mixes)) if op == "pad" else ""]
