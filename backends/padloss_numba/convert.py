@@ -14,11 +14,14 @@ Rounding: ``store_nearest_even`` is IEEE round-to-nearest-even from the value's 
 CANN's CAST_ROUND: round half away from zero. Both keep NaN a quiet NaN with its sign and send
 finite values that round past the largest finite value to infinity.
 
-The helpers pin fastmath=False, so a fastmath caller cannot fold away their exact NaN/inf/tie
-comparisons. The kind-dispatched overloads are not inlined by Numba (``inline="always"``
-copies and retypes the callee's IR at every call site: 22% of the pad body's compile
-time); each is compiled once per kind and type, and LLVM inlines it, vectorising the same.
+Each conversion is a few LLVM instructions that typing picks and lowering writes into the
+calling kernel (Numba's low-level ``type_callable``/``lower_builtin``): nothing is compiled for
+them on their own. A fastmath caller cannot fold away their exact NaN/inf/tie tests (see the
+IR builders below).
 """
+
+import functools
+import inspect
 
 import llvmlite.binding as llvm
 import numba
@@ -26,7 +29,7 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import errors
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, lower_builtin, type_callable
 
 F16 = 0
 BF16 = 1
@@ -36,29 +39,6 @@ STORAGE_CODE = {"float16": F16, "bfloat16": BF16, "float32": F32, "float64": F64
 # What kernels read where Numba has no type of its own (bool arrives as bytes), as
 # dtype instances: a view to one is 20% faster than to a type.
 STORAGE_VIEW = {"float16": np.dtype(np.uint16), "bfloat16": np.dtype(np.uint16), "bool": np.dtype(np.uint8)}
-
-
-# --- LLVM-level casts (numba has no half type and no scalar bit reinterpretation) -----------------
-
-
-def _llvm_cast(src, dst, build):
-    """Make an intrinsic ``dst(src)`` whose body is ``build(builder, value)`` in LLVM IR.
-
-    Integer sources accept any integer type and wrap it to ``src`` first, because numba widens
-    small unsigned arithmetic (``uint16 + uint16`` is 64-bit).
-    """
-
-    @intrinsic
-    def cast(typingctx, x):
-        if x != src and not (isinstance(src, types.Integer) and isinstance(x, types.Integer)):
-            return None
-
-        def codegen(context, builder, sig, args):
-            return build(builder, context.cast(builder, args[0], sig.args[0], src))
-
-        return dst(x), codegen
-
-    return cast
 
 
 def _provide_half_libcalls():
@@ -72,7 +52,6 @@ def _provide_half_libcalls():
 
 
 _provide_half_libcalls()
-_HALF, _FLOAT = ir.HalfType(), ir.FloatType()
 
 
 def _target_features() -> set[str]:
@@ -95,32 +74,6 @@ def _target_features() -> set[str]:
 # float16 values can test this to compare something LLVM cannot shrink instead.
 HALF_COMPARES_NATIVE = any(f == "+avx512fp16" or f.startswith("+avx10") for f in _target_features())
 
-# fpext/fptrunc on LLVM's half type become single vcvtph2ps/vcvtps2ph instructions with F16C
-# (scalar or vector); fptrunc rounds to nearest even. Only float<->half is used: a direct
-# double->half fptrunc has no instruction on most CPUs and would become a libcall.
-_half_bits_to_f32 = _llvm_cast(
-    types.uint16, types.float32, lambda b, v: b.fpext(b.bitcast(v, _HALF), _FLOAT)
-)
-_f32_to_half_bits = _llvm_cast(
-    types.float32, types.uint16, lambda b, v: b.bitcast(b.fptrunc(v, _HALF), ir.IntType(16))
-)
-
-
-def _build_f32_to_half_bits_half_away(b, x):
-    """RNE to half, then the exact-tie fix, in LLVM IR so that every step stays in float
-    registers (numba cannot hold a half value between its own statements)."""
-    fabs = b.module.declare_intrinsic("llvm.fabs", [_FLOAT])
-    r = b.fptrunc(x, _HALF)
-    lo = b.fpext(r, _FLOAT)
-    t = b.fadd(b.fsub(x, lo), x)                       # 2x - lo, exact when |x| > |lo|
-    up = b.fptrunc(t, _HALF)
-    away = b.fcmp_ordered(">", b.call(fabs, [x]), b.call(fabs, [lo]))
-    on_grid = b.fcmp_ordered("==", b.fpext(up, _FLOAT), t)
-    return b.bitcast(b.select(b.and_(away, on_grid), up, r), ir.IntType(16))
-
-
-_f32_to_half_bits_half_away = _llvm_cast(types.float32, types.uint16, _build_f32_to_half_bits_half_away)
-
 
 @intrinsic
 def opaque(typingctx, x):
@@ -139,129 +92,111 @@ def opaque(typingctx, x):
     return x(x), codegen
 
 
-_f32_as_u32 = _llvm_cast(types.float32, types.uint32, lambda b, v: b.bitcast(v, ir.IntType(32)))
-_u32_as_f32 = _llvm_cast(types.uint32, types.float32, lambda b, v: b.bitcast(v, _FLOAT))
-_f64_as_u64 = _llvm_cast(types.float64, types.uint64, lambda b, v: b.bitcast(v, ir.IntType(64)))
-_u64_as_f64 = _llvm_cast(types.uint64, types.float64, lambda b, v: b.bitcast(v, ir.DoubleType()))
+# --- the conversions, as LLVM IR ------------------------------------------------------------------
+# Each ``_to_*``/``_from_*`` builder takes an IR builder and a value and returns the converted
+# value. fpext/fptrunc on LLVM's half type become single vcvtph2ps/vcvtps2ph instructions with
+# F16C (scalar or vector); fptrunc rounds to nearest even. Only float<->half is used: a direct
+# double->half fptrunc has no instruction on most CPUs and would become a libcall.
+#
+# Numba's fastmath option adds its flags to every flagless float operation of a kernel, and
+# nnan/reassoc would fold away the exact NaN and tie tests below. So each float operation
+# here carries ``afn`` (approximate library functions: nothing these operations do), and
+# magnitudes are taken on the bits, not through a call of llvm.fabs (calls get the flags too).
+
+_I16, _I32 = ir.IntType(16), ir.IntType(32)
+_HALF, _FLOAT, _DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+_EXACT = ("afn",)
 
 
-# --- scalar helpers -------------------------------------------------------------------------------
-
-# Explicit fastmath=False: numba callees otherwise inherit a fastmath caller's flags, and nnan/ninf
-# would fold away the exact NaN/inf/tie comparisons below.
-_strict = njit(fastmath=False)
-
-
-@_strict
-def f16_bits_to_f32(bits):
-    """float16 bits -> float32, exact; numba cannot type float16, LLVM's half type can."""
-    return _half_bits_to_f32(bits)
+def _magnitude(b, x):
+    """|x|, by clearing the sign bit."""
+    bits = ir.IntType(32 if x.type == _FLOAT else 64)
+    mask = ir.Constant(bits, (1 << (bits.width - 1)) - 1)
+    return b.bitcast(b.and_(b.bitcast(x, bits), mask), x.type)
 
 
-@_strict
-def f32_to_f16_bits_rne(x):
-    """float32 -> float16 bits, nearest even (LLVM fptrunc == numpy's astype(float16))."""
-    return _f32_to_half_bits(np.float32(x))
+def _from_half(b, bits):
+    return b.fpext(b.bitcast(bits, _HALF), _FLOAT)
 
 
-@_strict
-def f32_to_f16_bits_half_away(x):
-    """float32 -> float16 bits, ties away from zero (CANN CAST_ROUND): RNE, then fix exact ties.
-
-    Tie test in float registers only: ``lo`` = RNE(x) widened, ``t = 2x - lo`` (exact when
-    |x| > |lo|). x was a tie that RNE rounded toward zero exactly when |x| > |lo| and ``t`` is a
-    float16 value (then it is the neighbour away from zero); for other x, t lies strictly between
-    two float16 neighbours. NaN and overflow fail both tests.
-    """
-    return _f32_to_half_bits_half_away(np.float32(x))
+def _from_bfloat16(b, bits):
+    """bfloat16 is the top half of a float32."""
+    return b.bitcast(b.shl(b.zext(bits, _I32), ir.Constant(_I32, 16)), _FLOAT)
 
 
-@_strict
-def bf16_bits_to_f32(bits):
-    """bfloat16 bits -> float32, exact: bfloat16 is the top half of a float32."""
-    return _u32_as_f32(np.uint32(bits) << 16)
+def _round_to_odd(b, x):
+    """float64 -> float32 rounded to odd, so a further rounding to <= 22 bits is correctly
+    rounded: inexact results take the neighbour with an odd last bit (undo RNE's round-up,
+    then set the last bit). Overflow gives +-FLT_MAX (odd), which still narrows to inf; a
+    NaN gets a payload bit, harmless."""
+    r = b.fptrunc(x, _FLOAT)
+    wide = b.fpext(r, _DOUBLE)
+    bits = b.bitcast(r, _I32)
+    rounded_up = b.fcmp_ordered(">", _magnitude(b, wide), _magnitude(b, x), flags=_EXACT)
+    bits = b.sub(bits, b.zext(rounded_up, _I32))
+    bits = b.or_(bits, b.zext(b.fcmp_unordered("!=", wide, x, flags=_EXACT), _I32))
+    return b.bitcast(bits, _FLOAT)
 
 
-@_strict
-def _bf16_round(x, bias):
-    """bfloat16 narrowing: add ``bias`` to the float32 bits, keep the top half; NaN stays quiet NaN.
-
-    The ``np.uint32`` wrap keeps the arithmetic 32-bit (numba widens it to 64), so LLVM vectorizes
-    with 32-bit lanes; the sum only wraps for NaN patterns, which the select discards.
-    """
-    x = np.float32(x)
-    b = _f32_as_u32(x)
-    rounded = np.uint32(b + bias) >> 16
-    quiet_nan = (b >> 16) | 0x0040
-    return np.uint16(quiet_nan if x != x else rounded)
+def _to_half(b, x):
+    return b.bitcast(b.fptrunc(x, _HALF), _I16)
 
 
-@_strict
-def f32_to_bf16_bits_rne(x):
-    """float32 -> bfloat16 bits, nearest even; the ``+ lsb`` in the bias sends ties to even."""
-    b = _f32_as_u32(np.float32(x))
-    return _bf16_round(x, 0x7FFF + ((b >> 16) & 1))
+def _to_half_away(b, x):
+    """float32 -> float16 bits, ties away from zero (CANN CAST_ROUND): RNE, then the exact-tie
+    fix, all in float registers. ``lo`` = RNE(x) widened, ``t = 2x - lo`` (exact when
+    |x| > |lo|). x was a tie that RNE rounded toward zero exactly when |x| > |lo| and ``t`` is
+    a float16 value (then it is the neighbour away from zero); for other x, t lies strictly
+    between two float16 neighbours. NaN and overflow fail both tests."""
+    r = b.fptrunc(x, _HALF)
+    lo = b.fpext(r, _FLOAT)
+    t = b.fadd(b.fsub(x, lo, flags=_EXACT), x, flags=_EXACT)
+    up = b.fptrunc(t, _HALF)
+    away = b.fcmp_ordered(">", _magnitude(b, x), _magnitude(b, lo), flags=_EXACT)
+    on_grid = b.fcmp_ordered("==", b.fpext(up, _FLOAT), t, flags=_EXACT)
+    return b.bitcast(b.select(b.and_(away, on_grid), up, r), _I16)
 
 
-@_strict
-def f32_to_bf16_bits_exact(x):
-    """float32 -> bfloat16 bits of a value bfloat16 represents: its top half, no rounding work
-    (any NaN keeps its top half, still a NaN: a NaN's payload is not the contract's)."""
-    return np.uint16(_f32_as_u32(np.float32(x)) >> 16)
+def _bfloat16_rounded(b, x, bias):
+    """Add ``bias`` to the float32 bits and keep the top half; NaN stays a quiet NaN. The
+    sum only wraps for NaN patterns, which the select discards."""
+    bits = b.bitcast(x, _I32)
+    top = b.lshr(bits, ir.Constant(_I32, 16))
+    rounded = b.lshr(b.add(bits, bias), ir.Constant(_I32, 16))
+    quiet_nan = b.or_(top, ir.Constant(_I32, 0x0040))
+    is_nan = b.fcmp_unordered("uno", x, x, flags=_EXACT)
+    return b.trunc(b.select(is_nan, quiet_nan, rounded), _I16)
 
 
-@_strict
-def f32_to_bf16_bits_half_away(x):
-    """float32 -> bfloat16 bits, ties away from zero: bias 0x8000 on the sign-magnitude pattern."""
-    return _bf16_round(x, np.uint32(0x8000))
+def _to_bfloat16(b, x):
+    """Nearest even: the ``+ lsb`` in the bias sends ties to even."""
+    lsb = b.and_(b.lshr(b.bitcast(x, _I32), ir.Constant(_I32, 16)), ir.Constant(_I32, 1))
+    return _bfloat16_rounded(b, x, b.add(ir.Constant(_I32, 0x7FFF), lsb))
 
 
-@_strict
-def f64_to_f32_round_odd(x):
-    """float64 -> float32 rounded to odd, so a further rounding to <= 22 bits is correctly rounded.
-
-    Inexact results take the neighbour with an odd last bit: truncate toward zero (undo RNE's
-    round-up), then set the last bit. Overflow gives +-FLT_MAX (odd), which still narrows to inf.
-    """
-    x = np.float64(x)
-    r = np.float32(x)
-    b = _f32_as_u32(r)
-    b -= np.uint32(abs(np.float64(r)) > abs(x))
-    b |= np.uint32(np.float64(r) != x)  # NaN: sets a payload bit of a quiet NaN, harmless
-    return _u32_as_f32(b)
+def _to_bfloat16_away(b, x):
+    """Ties away from zero: bias 0x8000 on the sign-magnitude pattern."""
+    return _bfloat16_rounded(b, x, ir.Constant(_I32, 0x8000))
 
 
-@_strict
-def f64_to_f16_bits_rne(x):
-    """float64 -> float16 bits, nearest even, single rounding (via round-to-odd float32)."""
-    return _f32_to_half_bits(f64_to_f32_round_odd(x))
+def _to_bfloat16_exact(b, x):
+    """The top half of a value bfloat16 represents: no rounding work (a NaN keeps its top
+    half, still a NaN: a NaN's payload is not the contract's)."""
+    return b.trunc(b.lshr(b.bitcast(x, _I32), ir.Constant(_I32, 16)), _I16)
 
 
-@_strict
-def f64_to_bf16_bits_rne(x):
-    """float64 -> bfloat16 bits, nearest even, single rounding (via round-to-odd float32)."""
-    return f32_to_bf16_bits_rne(f64_to_f32_round_odd(x))
-
-
-@_strict
-def f64_to_f16_bits_half_away(x):
-    """float64 -> float16 bits, ties away, single rounding (round-to-odd keeps ties exact)."""
-    return f32_to_f16_bits_half_away(f64_to_f32_round_odd(x))
-
-
-@_strict
-def f64_to_bf16_bits_exact(x):
-    """float64 -> bfloat16 bits of a value bfloat16 represents (exact through float32)."""
-    return f32_to_bf16_bits_exact(np.float32(x))
-
-
-@_strict
-def f64_to_bf16_bits_half_away(x):
-    """float64 -> bfloat16 bits, ties away, single rounding (round-to-odd keeps ties exact)."""
-    return f32_to_bf16_bits_half_away(f64_to_f32_round_odd(x))
+def _from_double(narrow, exact=False):
+    """``narrow`` (from float32) applied to a float64 with a single rounding: through
+    round-to-odd float32, or a plain fptrunc for a value ``exact`` in the target."""
+    return lambda b, x: narrow(b, b.fptrunc(x, _FLOAT) if exact else _round_to_odd(b, x))
 
 
 # --- kind-dispatched API (resolved at compile time) -----------------------------------------------
+#
+# Kernels call these with ``kind`` a literal (a closure constant of the kernel): typing picks
+# the conversion and lowering writes its IR into the calling kernel, so nothing is compiled
+# for them (as overloads, each a function compiled once per kind and type, they were a fifth
+# of the L1 kernel's first compile). From plain Python they run through small kernels.
 
 
 def load(kind, x):
@@ -285,6 +220,11 @@ def store_exact(kind, v):
     return _store_exact_py(kind, v)
 
 
+def f64_to_f32_round_odd(x):
+    """float64 -> float32 rounded to odd (the first step of a float64's single rounding)."""
+    return _round_to_odd_py(np.float64(x))
+
+
 def float_bits(x):
     """A float32's bits as uint32, a float64's as uint64 (a vector lane's worth: no widening)."""
     x = np.asarray(x)
@@ -297,22 +237,29 @@ def float_from_bits(bits, like):
     return np.asarray(bits).astype(np.uint32 if dtype == np.float32 else np.uint64).view(dtype)[()]
 
 
-@overload(float_bits)
-def _ol_float_bits(x):
-    if x == types.float32:
-        return lambda x: _f32_as_u32(x)
-    if x == types.float64:
-        return lambda x: _f64_as_u64(x)
-    raise errors.TypingError(f"float_bits takes float32 or float64, not {x}")
+def builtin(function):
+    """Register ``typing(*argument types) -> (return type, emit)`` as how kernels call
+    ``function``: ``emit(context, builder, signature, argument values)`` writes its IR. A
+    typing that raises TypingError for non-literal arguments is tried again with the
+    literals (Numba types a call with plain types first)."""
 
+    def register(typing):
+        @type_callable(function)
+        def typer(context):
+            @functools.wraps(typing)   # Numba reads the parameters from typing's signature
+            def resolve(*args):
+                return typing(*args)[0]
+            return resolve
 
-@overload(float_from_bits)
-def _ol_float_from_bits(bits, like):
-    if like == types.float32:
-        return lambda bits, like: _u32_as_f32(bits)
-    if like == types.float64:
-        return lambda bits, like: _u64_as_f64(bits)
-    raise errors.TypingError(f"float_from_bits makes float32 or float64, not {like}")
+        arity = len(inspect.signature(typing).parameters)
+
+        @lower_builtin(function, *[types.Any] * arity)
+        def lower(context, builder, sig, args):
+            return typing(*sig.args)[1](context, builder, sig, args)
+
+        return typing
+
+    return register
 
 
 def _literal_kind(kind):
@@ -324,72 +271,107 @@ def _literal_kind(kind):
     return kind.literal_value
 
 
-def _require_float(v):
-    if v not in (types.float32, types.float64):
-        raise errors.TypingError(f"compute value must be float32 or float64, got {v}")
+def _cast_to(to):
+    """Lowering of a plain Numba cast of the value argument (the last) to ``to``."""
+    return lambda context, builder, sig, args: context.cast(builder, args[-1], sig.args[-1], to)
 
 
-@overload(load, prefer_literal=True)
-def _ol_load(kind, x):
+def _ir(build, source=None):
+    """Lowering of ``build`` on the value argument (the last), first cast to ``source``."""
+    def emit(context, builder, sig, args):
+        value = args[-1] if source is None else context.cast(builder, args[-1], sig.args[-1], source)
+        return build(builder, value)
+    return emit
+
+
+@builtin(load)
+def load_typing(kind, x):
     k = _literal_kind(kind)
-    if k in (F16, BF16) and not isinstance(x, types.Integer):
-        raise errors.TypingError(f"float16/bfloat16 elements are uint16 bits, got {x}")
-    widen = {F16: f16_bits_to_f32, BF16: bf16_bits_to_f32}.get(k)
-    if widen is not None:
-        return lambda kind, x: widen(x)
-    if k == F32:
-        return lambda kind, x: np.float32(x)
-    return lambda kind, x: np.float64(x)
+    if k in (F16, BF16):
+        if not isinstance(x, types.Integer):
+            raise errors.TypingError(f"float16/bfloat16 elements are uint16 bits, got {x}")
+        return types.float32, _ir(_from_half if k == F16 else _from_bfloat16, types.uint16)
+    to = types.float32 if k == F32 else types.float64
+    return to, _cast_to(to)
 
 
-def _store_overload(f16_narrowers, bf16_narrowers):
-    """The typing of a store: for float16/bfloat16 the (from float32, from float64)
-    narrowing helper that matches ``v``; float32 and float64 are plain casts (so a
-    float64 -> float32 store rounds to nearest even whatever the mode)."""
+def _store_typing(narrowers: dict, exact: bool = False):
+    """The typing of a store: for float16/bfloat16 the narrowing from float32 of
+    ``narrowers`` (kind -> IR builder), from float64 with a single rounding (through
+    round-to-odd float32; a plain fptrunc for a value the target represents, ``exact``);
+    float32 and float64 are plain casts (so a float64 -> float32 store rounds to nearest
+    even whatever the mode)."""
 
     def typing(kind, v):
         k = _literal_kind(kind)
-        _require_float(v)
-        wide = int(v == types.float64)
-        narrow = {F16: f16_narrowers[wide], BF16: bf16_narrowers[wide]}.get(k)
-        if narrow is not None:
-            return lambda kind, v: narrow(v)
-        if k == F32:
-            return lambda kind, v: np.float32(v)
-        return lambda kind, v: np.float64(v)
+        if v not in (types.float32, types.float64):
+            raise errors.TypingError(f"compute value must be float32 or float64, got {v}")
+        if k in narrowers:
+            narrow = narrowers[k]
+            return types.uint16, _ir(narrow if v == types.float32 else _from_double(narrow, exact))
+        to = types.float32 if k == F32 else types.float64
+        return to, _cast_to(to)
 
     return typing
 
 
-overload(store_nearest_even, prefer_literal=True)(_store_overload(
-    (f32_to_f16_bits_rne, f64_to_f16_bits_rne), (f32_to_bf16_bits_rne, f64_to_bf16_bits_rne)))
-overload(store_half_away, prefer_literal=True)(_store_overload(
-    (f32_to_f16_bits_half_away, f64_to_f16_bits_half_away),
-    (f32_to_bf16_bits_half_away, f64_to_bf16_bits_half_away)))
-overload(store_exact, prefer_literal=True)(_store_overload(
-    (f32_to_f16_bits_rne, f64_to_f16_bits_rne), (f32_to_bf16_bits_exact, f64_to_bf16_bits_exact)))
+builtin(store_nearest_even)(_store_typing({F16: _to_half, BF16: _to_bfloat16}))
+builtin(store_half_away)(_store_typing({F16: _to_half_away, BF16: _to_bfloat16_away}))
+builtin(store_exact)(_store_typing({F16: _to_half, BF16: _to_bfloat16_exact}, exact=True))
+
+
+@builtin(f64_to_f32_round_odd)
+def _type_round_to_odd(x):
+    if x != types.float64:
+        raise errors.TypingError(f"f64_to_f32_round_odd takes a float64, got {x}")
+    return types.float32, _ir(_round_to_odd)
+
+
+@builtin(float_bits)
+def _type_float_bits(x):
+    if x not in (types.float32, types.float64):
+        raise errors.TypingError(f"float_bits takes float32 or float64, not {x}")
+    return (types.uint32 if x == types.float32 else types.uint64), _ir(
+        lambda b, v: b.bitcast(v, ir.IntType(32 if x == types.float32 else 64)))
+
+
+@builtin(float_from_bits)
+def _type_float_from_bits(bits, like):
+    if like not in (types.float32, types.float64) or not isinstance(bits, types.Integer):
+        raise errors.TypingError(f"float_from_bits makes float32 or float64 from an integer, not {like}")
+    width = types.uint32 if like == types.float32 else types.uint64
+
+    def emit(context, builder, sig, args):
+        bits = context.cast(builder, args[0], sig.args[0], width)
+        return builder.bitcast(bits, context.get_value_type(like))
+    return like, emit
 
 
 # Entry points so the API also works when called from plain Python (e.g. in a REPL).
-@_strict
+@njit
 def _load_py(kind, x):
     numba.literally(kind)
     return load(kind, x)
 
 
-@_strict
+@njit
 def _store_nearest_even_py(kind, v):
     numba.literally(kind)
     return store_nearest_even(kind, v)
 
 
-@_strict
+@njit
 def _store_half_away_py(kind, v):
     numba.literally(kind)
     return store_half_away(kind, v)
 
 
-@_strict
+@njit
 def _store_exact_py(kind, v):
     numba.literally(kind)
     return store_exact(kind, v)
+
+
+@njit
+def _round_to_odd_py(x):
+    return f64_to_f32_round_odd(x)

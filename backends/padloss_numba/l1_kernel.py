@@ -24,20 +24,22 @@ entry point that calls it by address (padloss_numba.indirect).
 from __future__ import annotations
 
 import functools
+from types import FunctionType
 
 import numpy as np
 from numba import njit, prange, types
 from numba.core import errors
-from numba.extending import overload
 
 from .convert import (
     BF16,
     F16,
     F64,
     HALF_COMPARES_NATIVE,
+    builtin,
     float_bits,
     float_from_bits,
     load,
+    load_typing,
     store_exact,
     store_nearest_even,
 )
@@ -45,6 +47,7 @@ from .disk_cache import jit
 from .indirect import call_body, stack_array
 from .noalias import NoAliasCompiler
 from .nontemporal import STAGE_BYTES, drain, fence, lead_in
+from .scalars import greater, lesser
 
 INT = 4    # storage kind of an integer or bool input (bool travels as uint8)
 RANK = 8   # the padded rank of the coalesced shape
@@ -53,14 +56,14 @@ ODOMETER_BYTES, OFFSETS_BYTES = 8 * (RANK - 1), 8 * 4   # int64 scratch: outer-d
 
 def load_input(kind, promoted, x):
     """One input element in the compute type (float32, float64 when ``promoted`` is F64);
-    kernels only (an overload, like convert.load).
+    kernels only (a builtin, like convert.load).
 
     Floats widen exactly. Integers are converted to the promoted dtype P with one
     rounding to nearest even, then widened (an int converted to float16 rounds).
     """
 
 
-@njit
+@njit(inline="always")
 def _unsigned_to_f64_round_odd(magnitude):
     """An unsigned integer as float64: exact below 2**53; above, rounded to odd at bit 11.
 
@@ -74,7 +77,7 @@ def _unsigned_to_f64_round_odd(magnitude):
     return np.float64(coarse if magnitude >= np.uint64(1 << 53) else magnitude)   # exact
 
 
-@njit
+@njit(inline="always")
 def _signed_to_f64_round_odd(n):
     """A signed integer as float64, like ``_unsigned_to_f64_round_odd`` (-2**63 included)."""
     if n < 0:
@@ -82,22 +85,34 @@ def _signed_to_f64_round_odd(n):
     return _unsigned_to_f64_round_odd(n)
 
 
-@overload(load_input, prefer_literal=True)
-def _ol_load_input(kind, promoted, x):
+def _compiled(impl):
+    """Lowering that compiles ``impl`` (of the value argument, the last) into the kernel."""
+    def emit(context, builder, sig, args):
+        return context.compile_internal(builder, impl, sig.return_type(sig.args[-1]), [args[-1]])
+    return emit
+
+
+@builtin(load_input)
+def _type_load_input(kind, promoted, x):
+    """Floats as ``convert.load`` writes them (widened to float64 for a float64 P);
+    integers through a small function compiled into the kernel (integer inputs are rare)."""
     if not isinstance(kind, types.IntegerLiteral) or not isinstance(promoted, types.IntegerLiteral):
         raise errors.TypingError("load_input needs literal kinds")
     k, p = kind.literal_value, promoted.literal_value
-    if p == F64:
-        if k == INT:
-            return lambda kind, promoted, x: np.float64(x)
-        return lambda kind, promoted, x: np.float64(load(kind, x))
-    if k != INT:
-        return lambda kind, promoted, x: load(kind, x)
-    if not isinstance(x, types.Integer):
-        raise errors.TypingError(f"integer inputs must be integer arrays, got {x}")
-    to_f64 = _signed_to_f64_round_odd if x.signed else _unsigned_to_f64_round_odd
-    return lambda kind, promoted, x: np.float32(load(promoted, store_nearest_even(promoted,
-                                                                                  to_f64(x))))
+    if k == INT:
+        if not isinstance(x, types.Integer):
+            raise errors.TypingError(f"integer inputs must be integer arrays, got {x}")
+        if p == F64:
+            return types.float64, _compiled(lambda x: np.float64(x))
+        to_f64 = _signed_to_f64_round_odd if x.signed else _unsigned_to_f64_round_odd
+        return types.float32, _compiled(lambda x: np.float32(load(p, store_nearest_even(p, to_f64(x)))))
+    loaded, emit_load = load_typing(kind, x)
+    if p != F64:
+        return loaded, emit_load
+
+    def emit(context, builder, sig, args):
+        return context.cast(builder, emit_load(context, builder, sig, args), loaded, types.float64)
+    return types.float64, emit
 
 
 @njit(inline="always")
@@ -129,49 +144,60 @@ def _sign(xk, tk, pk, scale, x_raw, t_raw):
     return _signed(load_input(xk, pk, x_raw), load_input(tk, pk, t_raw), scale)
 
 
-def signed_term(xk, tk, ok, pk, g, x_raw, t_raw):
-    """``sign(self - target) * g`` for a finite ``g``; kernels only (an overload: only the
-    way the kinds (literals) choose is compiled).
+def signed_term(xk: int, tk: int, ok: int, pk: int):
+    """The function ``term(xk, tk, ok, pk, g, x_raw, t_raw)``: ``sign(self - target) * g``
+    for a finite ``g``, made the way these kinds call for. The kernel body picks it, so
+    only that way is compiled.
 
     16-bit self and target pick its bits instead of multiplying: ``g``'s, ``-g``'s, or
     ``+0 * g``'s (equal, or a NaN); those products are exact, so the bits are the same.
     The operands compare as in ``_sign``: float16 pairs through their difference where
-    half compares are not native, whose sign bit then flips ``g``'s. Medium (in-cache)
-    mean and sum, against multiplying by the sign: float16 1.1-1.19x and bfloat16
-    1.26-1.29x faster on Zen 4, 1.3x and 1.2x under a Haswell target; large
-    (memory-bound) alike. float32 and float64 pairs multiply: picked, float64 medium ran
-    0.89-0.96x (float32 perhaps 1.07x, within the noise). The three patterns depend on
-    ``g`` alone, constant along a row, so LLVM makes them once per row.
+    half compares are not native, whose sign bit then flips ``g``'s (both float32) or
+    which is compared with 0. Medium (in-cache) mean and sum, against multiplying by the
+    sign: float16 1.1-1.19x and bfloat16 1.26-1.29x faster on Zen 4, 1.3x and 1.2x under
+    a Haswell target; large (memory-bound) alike. float32 and float64 pairs multiply:
+    picked, float64 medium ran 0.89-0.96x (float32 perhaps 1.07x, within the noise). The
+    three patterns depend on ``g`` alone, constant along a row, so LLVM makes them once
+    per row.
     """
+    if xk not in (F16, BF16) or tk not in (F16, BF16):
+        return _multiplied_term
+    if xk == tk == F16 and not HALF_COMPARES_NATIVE:
+        return _picked_by_difference_sign if F64 not in (pk, ok) else _picked_by_difference
+    return _picked_by_comparison
 
 
-def _picked_term(xk, tk, ok, pk, g, x_raw, t_raw):
-    # g's bits, -g's (a sign flip) and +0 * g's (a zero of g's sign)
-    g_bits, flipped, zero = float_bits(g), float_bits(-g), float_bits(np.copysign(g - g, g))
+@njit(inline="always")
+def _patterns(g):
+    """g's bits, -g's (a sign flip) and +0 * g's (a zero of g's sign)."""
+    return float_bits(g), float_bits(-g), float_bits(np.copysign(g - g, g))
+
+
+@njit(inline="always")
+def _picked_by_comparison(xk, tk, ok, pk, g, x_raw, t_raw):
+    g_bits, flipped, zero = _patterns(g)
     a, b = load_input(xk, pk, x_raw), load_input(tk, pk, t_raw)
-    if xk == F16 and tk == F16 and not HALF_COMPARES_NATIVE:
-        d = a - b
-        if pk != F64 and ok != F64:   # d and g both float32: d's sign bit flips g's
-            nonzero = (d < 0) | (d > 0)
-            bits = (g_bits ^ (float_bits(d) & (g_bits ^ flipped))) if nonzero else zero
-        else:
-            bits = g_bits if d > 0 else (flipped if d < 0 else zero)
-    else:
-        bits = g_bits if a > b else (flipped if a < b else zero)
-    return float_from_bits(bits, g)
+    return float_from_bits(g_bits if a > b else (flipped if a < b else zero), g)
 
 
+@njit(inline="always")
+def _picked_by_difference(xk, tk, ok, pk, g, x_raw, t_raw):
+    g_bits, flipped, zero = _patterns(g)
+    d = load_input(xk, pk, x_raw) - load_input(tk, pk, t_raw)
+    return float_from_bits(g_bits if d > 0 else (flipped if d < 0 else zero), g)
+
+
+@njit(inline="always")
+def _picked_by_difference_sign(xk, tk, ok, pk, g, x_raw, t_raw):
+    g_bits, flipped, zero = _patterns(g)
+    d = load_input(xk, pk, x_raw) - load_input(tk, pk, t_raw)
+    nonzero = (d < 0) | (d > 0)
+    return float_from_bits((g_bits ^ (float_bits(d) & (g_bits ^ flipped))) if nonzero else zero, g)
+
+
+@njit(inline="always")
 def _multiplied_term(xk, tk, ok, pk, g, x_raw, t_raw):
     return _sign(xk, tk, pk, np.float32(1.0), x_raw, t_raw) * g
-
-
-@overload(signed_term, prefer_literal=True, inline="always")
-def _ol_signed_term(xk, tk, ok, pk, g, x_raw, t_raw):
-    if not all(isinstance(k, types.IntegerLiteral) for k in (xk, tk, ok, pk)):
-        raise errors.TypingError("signed_term needs literal kinds")
-    if xk.literal_value in (F16, BF16) and tk.literal_value in (F16, BF16):
-        return _picked_term
-    return _multiplied_term
 
 
 @njit(inline="always")
@@ -190,7 +216,7 @@ def _store(ok, exact, v):
 # vectorizing. LLVM versions each loop for unit strides and vectorizes that version.
 
 @njit(inline="always")
-def _row_fixed_grad(xk, tk, ok, pk, exact, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1):
+def _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1):
     """Elements j0..j1 of a row along which grad_output does not change (stride 0).
 
     The caller passes ``g`` = grad_output * coef already rounded to the output dtype
@@ -200,10 +226,10 @@ def _row_fixed_grad(xk, tk, ok, pk, exact, g, x, x0, xs, t, t0, ts, out, o0, os,
     a sign flip and a store without rounding work. (Picking among the three rounded
     results with selects instead ran slower memory-bound: float16 mean 0.93x -> 0.70x.)
     ``g`` is finite (the caller sends other rows to ``_row``), so for 16-bit self and
-    target the sign picks among ``g``'s bits (``signed_term``) instead of multiplying.
+    target ``term`` picks among ``g``'s bits (``signed_term``) instead of multiplying.
     """
     for j in range(j0, j1):
-        v = signed_term(xk, tk, ok, pk, g, x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)])
+        v = term(xk, tk, ok, pk, g, x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)])
         out[np.uint64(o0 + j * os)] = _store(ok, exact, v)
 
 
@@ -252,7 +278,7 @@ def _next_row(index, offsets, dims, steps):
 
 
 @njit(inline="always")
-def _elements(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
+def _elements(gk, xk, tk, ok, pk, exact, term, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
               dst, d0, ds, j0, j1, coef):
     """Elements j0..j1 of a row, stored at ``dst[d0 + j * ds]`` (the output itself, or a
     staging run): ``_row_fixed_grad`` with the row's grad term ``g_rounded`` when
@@ -260,33 +286,33 @@ def _elements(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs
     inf or NaN grad, or one rounding past the output's range, where sign 0 gives NaN, not
     0, so each element rounds)."""
     if fixed:
-        _row_fixed_grad(xk, tk, ok, pk, True, g_rounded, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1)
+        _row_fixed_grad(xk, tk, ok, pk, True, term, g_rounded, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1)
     else:
         _row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1, coef)
 
 
 @njit(inline="always")
-def straight(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
+def straight(gk, xk, tk, ok, pk, exact, term, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
              out, o0, os, j0, j1, coef, stage):
     """Elements j0..j1 of a row straight into the output (``_work``'s ``emit``)."""
-    _elements(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
+    _elements(gk, xk, tk, ok, pk, exact, term, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
               out, o0, os, j0, j1, coef)
 
 
 @njit(inline="always")
-def staged(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
+def staged(gk, xk, tk, ok, pk, exact, term, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
            out, o0, os, j0, j1, coef, stage):
     """Elements j0..j1 of a row into the output in runs computed into ``stage``, each
     ending on a line boundary and drained in non-temporal stores (``nontemporal``;
     ``_work``'s ``emit`` for an output that streams). An output whose elements are
     misaligned drains in normal stores: a straight path for it, a second instance of
     the row loops, made the first streamed call compile 1.25x as long (6.4 s against 5.1)."""
-    s, e = j0, min(j1, j0 + max(lead_in(out, o0 + j0), 0))
+    s, e = j0, lesser(j1, j0 + greater(lead_in(out, o0 + j0), 0))
     while s < j1:
-        _elements(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
+        _elements(gk, xk, tk, ok, pk, exact, term, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
                   stage, -s, 1, s, e, coef)
         drain(out, o0 + s, stage, e - s)
-        s, e = e, min(j1, e + len(stage))
+        s, e = e, lesser(j1, e + len(stage))
 
 
 # Slots of the loop nest after the shape and the strides (see make_kernel).
@@ -338,19 +364,33 @@ def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool, str
     gk, xk, tk, ok = kinds
     if streams:
         def body(go, x, t, out, nest, coef, chunk, chunks):
-            _work(gk, xk, tk, ok, promoted, exact, staged, stack_array(out, STAGE_BYTES), go, x, t, out,
+            _work(gk, xk, tk, ok, promoted, exact, staged, TERM, stack_array(out, STAGE_BYTES), go, x, t, out,
                   nest, coef, chunk, chunks)
             fence()   # the streamed stores are weakly ordered
     else:
         def body(go, x, t, out, nest, coef, chunk, chunks):
-            _work(gk, xk, tk, ok, promoted, exact, straight, out[:0], go, x, t, out, nest, coef, chunk,
+            _work(gk, xk, tk, ok, promoted, exact, straight, TERM, out[:0], go, x, t, out, nest, coef, chunk,
                   chunks)
 
+    body = _seeing(body, TERM=signed_term(xk, tk, ok, promoted))
     return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
 
 
+TERM = None   # a body's global: the term function its kinds call for (chunk_body, _seeing)
+
+
+def _seeing(function, **names):
+    """``function`` with ``names`` added to its globals: how a body refers to a helper
+    chosen for it. Numba inlines a helper it finds as a global or a closure constant,
+    and keys its disk cache on the code and the closure's constants (the choice follows
+    from those); a jitted function held in the closure would change that key in every
+    process."""
+    return FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__,
+                        function.__defaults__, function.__closure__)
+
+
 @njit(inline="always")
-def _work(gk, xk, tk, ok, pk, exact, emit, stage, go, x, t, out, nest, coef, chunk, chunks):
+def _work(gk, xk, tk, ok, pk, exact, emit, term, stage, go, x, t, out, nest, coef, chunk, chunks):
     """The work items of piece ``chunk`` of ``chunks``, each row's elements written by
     ``emit``: ``straight``, or ``staged`` through ``stage`` (a run of the output's
     dtype) for an output that streams. The kinds and ``exact`` are constants of the
@@ -378,13 +418,13 @@ def _work(gk, xk, tk, ok, pk, exact, emit, stage, go, x, t, out, nest, coef, chu
     blk = first % per_row
     for _ in range(first, (chunk + 1) * items // chunks):
         j0 = blk * block
-        j1 = min(inner, j0 + block)
+        j1 = lesser(inner, j0 + block)
         g0, x0, t0, o0 = offsets[0], offsets[1], offsets[2], offsets[3]
         if gs == 0:                   # the 0-d grad of mean/sum, or broadcast: round once
             g_raw = load_input(gk, pk, go[g0]) * coef
             g_rounded = load(ok, store_nearest_even(ok, g_raw))
             fixed = np.isfinite(g_rounded)   # else past the range, or an inf or NaN grad: _row
-        emit(gk, xk, tk, ok, pk, exact, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
+        emit(gk, xk, tk, ok, pk, exact, term, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0, ts,
              out, o0, os, j0, j1, coef, stage)
         blk += 1
         if blk == per_row:

@@ -21,6 +21,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from .scalars import lesser
+
 LINE = 64            # bytes a non-temporal store writes at once: a cache line
 # Outputs at least this large are streamed. Measured crossover (L1, float32): 12 MB ran
 # alike or slower streamed, 20 MB and more 1.15-1.37x faster.
@@ -88,7 +90,7 @@ def drain(dst, start, stage, count):
     (all of it in normal stores when ``dst``'s elements are misaligned)."""
     per_line = LINE // dst.itemsize
     lead = lead_in(dst, start)
-    lead = count if lead < 0 else min(count, lead)
+    lead = count if lead < 0 else lesser(count, lead)
     lines = (count - lead) // per_line
     for i in range(lead):
         dst[start + i] = stage[i]

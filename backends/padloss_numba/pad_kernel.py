@@ -42,6 +42,7 @@ from .convert import F32, F64, load, opaque, store_half_away, store_nearest_even
 from .disk_cache import jit
 from .indirect import call_body
 from .noalias import NoAliasCompiler
+from .scalars import greater, lesser
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
 # hardware: padloss.rules.PAD_FINAL_ROUNDING names it (disk_cache hashes rules.py too).
@@ -114,7 +115,7 @@ def _fold_columns(src, k, src_kind, out, h, out_kind, crop, kept, before, after)
     left band's src[k, c-(kept-before)] when c >= kept - before.
     """
     left_start = kept - before
-    lo, hi = min(after, left_start), max(after, left_start)
+    lo, hi = lesser(after, left_start), greater(after, left_start)
     right = before + kept
     _sum2(out, h, crop, src, k, before, src, k, right, lo, src_kind, out_kind)            # right wrap only
     if after <= left_start:                                                                # centre: the copy
@@ -181,7 +182,7 @@ def chunk_body(kind: int):
         for plane in range(first // height, (end + height - 1) // height):
             n, ch = divmod(plane, n_chan)
             src, out = go[n, ch], gi[n, ch]               # one view per plane, not per row
-            for h in range(max(first - plane * height, 0), min(end - plane * height, height)):
+            for h in range(greater(first - plane * height, 0), lesser(end - plane * height, height)):
                 row = out[h:h + 1]                         # one-row views: see the module docstring
                 c = h - h_crop
                 if c < 0 or c >= h_kept:                   # a cropped row

@@ -26,6 +26,7 @@ from numba import njit, prange
 from .disk_cache import jit
 from .indirect import call_body, compile_entry, stack_array
 from .nontemporal import STAGE_BYTES, STREAM_MIN_BYTES, drain, fence, lead_in
+from .scalars import greater, lesser
 
 
 @njit(inline="always")
@@ -51,11 +52,11 @@ def _piece(inputs, out, plan, piece, pieces):
     s, end = piece * n // pieces, (piece + 1) * n // pieces
     if plan[STREAMED]:
         stage = stack_array(out, STAGE_BYTES)
-        e = min(end, s + max(lead_in(out, s), 0))   # runs after the first start on a line
+        e = lesser(end, s + greater(lead_in(out, s), 0))   # runs after the first start on a line
         while s < end:
             _sums(inputs, s, stage, 0, e - s)
             drain(out, s, stage, e - s)
-            s, e = e, min(end, e + stage.shape[0])
+            s, e = e, lesser(end, e + stage.shape[0])
         fence()
     else:
         _sums(inputs, s, out, s, end - s)
