@@ -59,17 +59,18 @@ def time_round(fn: Callable[[], object], calls: int) -> float:
 
 
 def calls_per_round(fn: Callable[[], object], round_s: float, max_calls: int = 20_000,
-                    warm_up: bool = True) -> int:
+                    first_s: float | None = None) -> int:
     """How many back-to-back calls of ``fn`` fill about ``round_s`` seconds (at
     least one), from the fastest of a few timed calls (one when a call is
     slow); they double as a warm-up. A first, untimed call may compile: timed,
     it made a microsecond call look slow, so each round held one cold call.
-    ``warm_up=False`` skips it for a callable that never compiles (torch's):
-    its first call, timed, then only decides the count, and a slow one (torch's
-    large pad backward, 0.6 s) is called once less."""
-    if warm_up:
+    ``first_s``, the time of a call already made, stands for that call and the
+    first timed one, for a callable that never compiles (torch's: see
+    ``sized_rounds``)."""
+    if first_s is None:
         fn()
-    fastest = time_round(fn, 1)
+        first_s = time_round(fn, 1)
+    fastest = first_s
     if fastest < round_s / 10:
         fastest = min(fastest, *(time_round(fn, 1) for _ in range(5)))
     return max(1, min(max_calls, int(round_s / max(fastest, 1e-7))))
@@ -90,6 +91,21 @@ def interleaved(candidates: dict[str, tuple[Callable[[], object], int]], rounds:
         for name, (fn, _) in candidates.items():
             seconds[name].append(time_round(fn, per_round[name]))
     return {name: Result(name, nbytes, seconds[name], group) for name, (_, nbytes) in candidates.items()}
+
+
+def sized_rounds(candidates: dict[str, tuple[Callable[[], object], int]], rounds: int, round_s: float,
+                 group: str = "") -> dict[str, Result]:
+    """``interleaved`` rounds of callables that never compile (torch's), with no untimed
+    call: a first round of one call each sizes the rounds (``calls_per_round``). Where
+    one call fills a round for every candidate, that round is the first of ``rounds``:
+    torch's large pad backward, 0.4-0.6 s a call, then runs ``rounds`` calls, not one more."""
+    first = interleaved(candidates, rounds=1, calls=1, warmup=0, group=group)
+    calls = {name: calls_per_round(fn, round_s, first_s=first[name].seconds[0])
+             for name, (fn, _) in candidates.items()}
+    if any(n > 1 for n in calls.values()):
+        return interleaved(candidates, rounds=rounds, calls=calls, warmup=0, group=group)
+    rest = interleaved(candidates, rounds=rounds - 1, calls=1, warmup=0, group=group)
+    return {name: r._replace(seconds=r.seconds + rest[name].seconds) for name, r in first.items()}
 
 
 def _pairs(a: Result, b: Result) -> list[tuple[float, float]]:

@@ -410,11 +410,14 @@ def _workloads(args: argparse.Namespace):
 
 
 def _time_candidates(w: benchmark.Workload, found: dict, refused: dict[str, str], args: argparse.Namespace,
-                     not_measured: dict[str, str], group: str, warm_up: bool = True
+                     not_measured: dict[str, str], group: str, compiles: bool = True
                      ) -> dict[str, benchmark.Result]:
+    """Interleaved rounds of ``found``; ``compiles=False`` for callables that compile
+    nothing on a first call (torch's), which then make no untimed calls."""
     not_measured.update({f"{name}, {w.label}": why for name, why in refused.items()})
-    calls = {name: benchmark.calls_per_round(fn, args.round_s, warm_up=warm_up)
-             for name, (fn, _) in found.items()}
+    if not compiles:
+        return benchmark.sized_rounds(found, args.rounds, args.round_s, group=group)
+    calls = {name: benchmark.calls_per_round(fn, args.round_s) for name, (fn, _) in found.items()}
     return benchmark.interleaved(found, rounds=args.rounds, calls=calls, warmup=0, group=group)
 
 
@@ -469,7 +472,7 @@ def peer_side(spec: dict) -> None:
             found, refused = benchmark.jax_candidates(w), {}
         # torch compiles nothing on a first call (padloss's backends here were called once), jax's jit does
         timed = _time_candidates(w, found, refused, args, not_measured, args.peer,
-                                 warm_up=args.peer != "torch")
+                                 compiles=args.peer != "torch")
         results[f"{op} {size} {dtype}"] = [list(r) for r in timed.values()]
         if through_autograd and size in autograd_sizes(args):
             step(f"{op} through torch autograd, {size}, {dtype}")

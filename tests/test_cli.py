@@ -434,4 +434,23 @@ def test_calls_per_round_warms_up_only_what_may_compile():
 
     assert benchmark.calls_per_round(slow, round_s=0.005) == 1 and len(calls) == 2   # untimed, timed
     calls.clear()
-    assert benchmark.calls_per_round(slow, round_s=0.005, warm_up=False) == 1 and len(calls) == 1
+    assert benchmark.calls_per_round(slow, round_s=0.005, first_s=0.01) == 1 and not calls
+
+
+def test_sized_rounds_keep_their_sizing_round_only_where_every_call_fills_a_round():
+    made = {"slow": 0, "fast": 0}
+
+    def call(name, seconds):
+        def fn():
+            made[name] += 1
+            time.sleep(seconds)
+        return fn
+
+    slow = {"slow": (call("slow", 0.01), 8)}
+    timed = benchmark.sized_rounds(slow, rounds=3, round_s=0.005)
+    assert made["slow"] == 3 and len(timed["slow"].seconds) == 3 and min(timed["slow"].seconds) >= 0.01
+    made["slow"] = 0
+    mixed = {**slow, "fast": (call("fast", 0), 8)}   # the fast one's round holds many calls: sized anew
+    timed = benchmark.sized_rounds(mixed, rounds=3, round_s=0.005)
+    assert made["slow"] == 4 and made["fast"] > 3 + 6
+    assert [len(r.seconds) for r in timed.values()] == [3, 3]
