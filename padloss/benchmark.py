@@ -228,7 +228,6 @@ class Workload:
 
     op: str
     label: str
-    ceiling_inputs: int   # streams the ceiling reads to match the op's read/write mix
     nbytes: int
     out: np.ndarray
 
@@ -255,21 +254,36 @@ class Workload:
         """JAX's jitted vjp of the same forward op, on JAX's CPU device (:data:`JAX_VJP`)."""
         raise NotImplementedError
 
-    def ceilings(self) -> dict[str, tuple[Callable[[], object], int]]:
-        """Every streaming implementation of the same read/write mix moving about
-        the same bytes (name -> (fn, bytes it moves)): the normal-store ones, whose
-        best per round is :data:`CEILING` (``best_ceiling``), and :data:`CEILING_NT`."""
-        from padloss_numba.stream import ceilings
+    def streamed(self) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        """The buffers the op streams, read and written: its read/write mix."""
+        raise NotImplementedError
 
-        streams = self.ceiling_inputs + 1
-        words = max(1, self.nbytes // (4 * streams))   # float32 words per stream
-        return {CEILING_NT if name == "nt" else CEILING_PART + name: (fn, 4 * words * streams)
-                for name, fn in ceilings(self.ceiling_inputs, words).items()}
+    @property
+    def ceiling_inputs(self) -> int:
+        """How many streams the ceilings read (one for a copy)."""
+        return len(self.streamed()[0])
+
+    def ceilings(self) -> dict[str, tuple[Callable[[], object], int]]:
+        """Every streaming implementation of the same read/write mix (name -> (fn, bytes
+        it moves)): the normal-store ones, whose best per round is :data:`CEILING`
+        (``best_ceiling``), and :data:`CEILING_NT`. They stream the workload's own
+        buffers, as float32 words as many as the output holds: the op's pages, and no
+        second set to fault in (a large L1 workload's own set was 400 MB more)."""
+        from padloss_numba.stream import ceilings_over
+
+        inputs, out = self.streamed()
+        words = out.nbytes // 4
+
+        def as_words(a: np.ndarray) -> np.ndarray:
+            return a.reshape(-1).view(np.uint8)[:4 * words].view(np.float32)
+
+        found = ceilings_over(tuple(as_words(a) for a in inputs), as_words(out))
+        return {CEILING_NT if name == "nt" else CEILING_PART + name: (fn, 4 * words * (len(inputs) + 1))
+                for name, fn in found.items()}
 
 
 class PadWorkload(Workload):
     op = label = "circular_pad2d_backward"
-    ceiling_inputs = 1   # a copy
 
     def __init__(self, dtype: str, shape: tuple[int, ...], padding: tuple[int, ...] = PADDING,
                  filled: bool = True):
@@ -287,6 +301,9 @@ class PadWorkload(Workload):
     def executor(self, backend=None):
         go, out = self.grad_output, self.out
         return circular_pad2d_backward_get_workspace_size(go, out, self.padding, out, backend=backend)[1]
+
+    def streamed(self):
+        return (self.grad_output,), self.out   # a copy
 
     def reference(self):
         go, shape, pads = self.grad_output, self.out.shape, self.padding
@@ -325,7 +342,6 @@ class L1Workload(Workload):
     def __init__(self, dtype: str, shape: tuple[int, ...], reduction: str = "mean", filled: bool = True):
         self.reduction = reduction
         self.label = f"l1_loss_backward ({reduction})"
-        self.ceiling_inputs = 3 if reduction == "none" else 2   # mean/sum: grad_output is 0-d
         self.grad_output = _inputs(shape if reduction == "none" else (), dtype, 0, filled)
         self.self_ = _inputs(shape, dtype, 1, filled)
         self.target = _inputs(shape, dtype, 2, filled)
@@ -339,6 +355,10 @@ class L1Workload(Workload):
     def executor(self, backend=None):
         go, x, t, out = self.grad_output, self.self_, self.target, self.out
         return l1_loss_backward_get_workspace_size(go, x, t, self.reduction, out, backend=backend)[1]
+
+    def streamed(self):
+        reads = (self.self_, self.target)   # mean/sum: grad_output is 0-d
+        return ((self.grad_output,) + reads if self.reduction == "none" else reads), self.out
 
     def reference(self):
         go, x, t, reduction = self.grad_output, self.self_, self.target, self.reduction

@@ -117,16 +117,21 @@ def _pieces(out: np.ndarray, nontemporal: bool) -> tuple[int, bool]:
 
 
 def ceilings(n_inputs: int, n_elements: int) -> dict:
-    """Zero-argument callables streaming ``n_inputs`` reads + 1 write of ``n_elements``
-    float32 words each, by name: ``prange`` and ``numpy`` (where one NumPy call makes
-    that single pass) in normal stores, ``nt`` streaming an output as large as the
-    ops stream (normal stores below that). They share buffers, allocated, touched
-    and compiled here."""
-    inputs, out = _mix(n_inputs, n_elements)
+    """``ceilings_over`` buffers of ``n_inputs`` reads + 1 write of ``n_elements`` float32
+    words each, allocated and touched here."""
+    return ceilings_over(*_mix(n_inputs, n_elements))
+
+
+def ceilings_over(inputs: tuple, out: np.ndarray) -> dict:
+    """Zero-argument callables streaming ``inputs`` (1-D C-contiguous float32 arrays as
+    long as ``out``) into ``out``, by name: ``prange`` and ``numpy`` (where one NumPy
+    call makes that single pass) in normal stores, ``nt`` streaming an output as large
+    as the ops stream (normal stores below that). Compiled, and each called once, here."""
+    inputs = tuple(inputs)
     found = {"prange": _plan(inputs, out, *_pieces(out, False))}
-    if n_inputs == 1:
+    if len(inputs) == 1:
         found["numpy"] = lambda: np.copyto(out, inputs[0])
-    elif n_inputs == 2:
+    elif len(inputs) == 2:
         found["numpy"] = lambda: np.add(inputs[0], inputs[1], out=out)
     found["nt"] = _plan(inputs, out, *_pieces(out, True))
     for fn in found.values():
