@@ -415,6 +415,8 @@ def test_float16_signs_without_native_half_compares():
     ((F16, F16), np.float64, F16),       # the difference in float64, g in float32
     ((F16, F16), F32, np.float64),       # the difference in float32, g in float64
     ((BF16, BF16), F32, BF16),           # compared as they are
+    ((F16, F16), F16, F16),              # one kind throughout: picked on the stored bits
+    ((BF16, BF16), BF16, BF16),
     ((F16, BF16), F16, F32),             # a mixed pair
     ((F32, F32), F32, F16),              # float32, compared as they are
     ((np.float64, F32), np.float64, np.float64),   # float64 bits

@@ -27,6 +27,7 @@ import functools
 from types import FunctionType
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import errors
 
@@ -145,23 +146,27 @@ def _sign(xk, tk, pk, scale, x_raw, t_raw):
 
 
 def signed_term(xk: int, tk: int, ok: int, pk: int):
-    """The function ``term(xk, tk, ok, pk, g, x_raw, t_raw)``: ``sign(self - target) * g``
-    for a finite ``g``, made the way these kinds call for. The kernel body picks it, so
-    only that way is compiled.
+    """The function ``term(xk, tk, ok, pk, exact, g, x_raw, t_raw)``: the stored
+    ``sign(self - target) * g`` for a finite ``g`` (``_store``'s ``exact``), made the way
+    these kinds call for. The kernel body picks it, so only that way is compiled.
 
     16-bit self and target pick its bits instead of multiplying: ``g``'s, ``-g``'s, or
     ``+0 * g``'s (equal, or a NaN); those products are exact, so the bits are the same.
-    The operands compare as in ``_sign``: float16 pairs through their difference where
-    half compares are not native, whose sign bit then flips ``g``'s (both float32) or
-    which is compared with 0. Medium (in-cache) mean and sum, against multiplying by the
-    sign: float16 1.1-1.19x and bfloat16 1.26-1.29x faster on Zen 4, 1.3x and 1.2x under
-    a Haswell target; large (memory-bound) alike. float32 and float64 pairs multiply:
-    picked, float64 medium ran 0.89-0.96x (float32 perhaps 1.07x, within the noise). The
-    three patterns depend on ``g`` alone, constant along a row, so LLVM makes them once
-    per row.
+    Where self, target, P and the output are all one 16-bit kind, the pick is made on
+    the stored bits in 16-bit lanes (``picked_bits``): no element is widened or narrowed.
+    Otherwise the operands compare as in ``_sign``: float16 pairs through their
+    difference where half compares are not native, whose sign bit then flips ``g``'s
+    (both float32) or which is compared with 0. Medium (in-cache) mean and sum, against
+    multiplying by the sign: float16 1.1-1.19x and bfloat16 1.26-1.29x faster on Zen 4,
+    1.3x and 1.2x under a Haswell target; large (memory-bound) alike. float32 and
+    float64 pairs multiply: picked, float64 medium ran 0.89-0.96x (float32 perhaps 1.07x,
+    within the noise). The patterns depend on ``g`` alone, constant along a row, so LLVM
+    makes them once per row.
     """
     if xk not in (F16, BF16) or tk not in (F16, BF16):
         return _multiplied_term
+    if xk == tk == ok == pk:
+        return _picked_in_storage
     if xk == tk == F16 and not HALF_COMPARES_NATIVE:
         return _picked_by_difference_sign if F64 not in (pk, ok) else _picked_by_difference
     return _picked_by_comparison
@@ -174,30 +179,73 @@ def _patterns(g):
 
 
 @njit(inline="always")
-def _picked_by_comparison(xk, tk, ok, pk, g, x_raw, t_raw):
+def _picked_by_comparison(xk, tk, ok, pk, exact, g, x_raw, t_raw):
     g_bits, flipped, zero = _patterns(g)
     a, b = load_input(xk, pk, x_raw), load_input(tk, pk, t_raw)
-    return float_from_bits(g_bits if a > b else (flipped if a < b else zero), g)
+    return _store(ok, exact, float_from_bits(g_bits if a > b else (flipped if a < b else zero), g))
 
 
 @njit(inline="always")
-def _picked_by_difference(xk, tk, ok, pk, g, x_raw, t_raw):
+def _picked_by_difference(xk, tk, ok, pk, exact, g, x_raw, t_raw):
     g_bits, flipped, zero = _patterns(g)
     d = load_input(xk, pk, x_raw) - load_input(tk, pk, t_raw)
-    return float_from_bits(g_bits if d > 0 else (flipped if d < 0 else zero), g)
+    return _store(ok, exact, float_from_bits(g_bits if d > 0 else (flipped if d < 0 else zero), g))
 
 
 @njit(inline="always")
-def _picked_by_difference_sign(xk, tk, ok, pk, g, x_raw, t_raw):
+def _picked_by_difference_sign(xk, tk, ok, pk, exact, g, x_raw, t_raw):
     g_bits, flipped, zero = _patterns(g)
     d = load_input(xk, pk, x_raw) - load_input(tk, pk, t_raw)
     nonzero = (d < 0) | (d > 0)
-    return float_from_bits((g_bits ^ (float_bits(d) & (g_bits ^ flipped))) if nonzero else zero, g)
+    bits = (g_bits ^ (float_bits(d) & (g_bits ^ flipped))) if nonzero else zero
+    return _store(ok, exact, float_from_bits(bits, g))
 
 
 @njit(inline="always")
-def _multiplied_term(xk, tk, ok, pk, g, x_raw, t_raw):
-    return _sign(xk, tk, pk, np.float32(1.0), x_raw, t_raw) * g
+def _picked_in_storage(xk, tk, ok, pk, exact, g, x_raw, t_raw):
+    return picked_bits(x_raw, t_raw, _store(ok, exact, g), F16_INFINITY if ok == F16 else BF16_INFINITY)
+
+
+@njit(inline="always")
+def _multiplied_term(xk, tk, ok, pk, exact, g, x_raw, t_raw):
+    return _store(ok, exact, _sign(xk, tk, pk, np.float32(1.0), x_raw, t_raw) * g)
+
+
+F16_INFINITY, BF16_INFINITY = 0x7C00, 0x7F80   # their bits; every larger magnitude is a NaN
+
+
+def picked_bits(x, t, g, infinity):
+    """The stored bits of ``sign(x - t) * g`` for x, t and g stored in one 16-bit float
+    kind whose infinity has the bits ``infinity``: g's, g's with the sign flipped, or a
+    zero of g's sign (x = t, or a NaN); kernels only (a builtin).
+
+    The comparison is on the bits: a sign-magnitude value as a two's complement int16
+    orders as the float does (-0 and +0 both 0), so all of it runs in 16-bit integer
+    lanes, 32 to an AVX-512 register."""
+
+
+@builtin(picked_bits)
+def _type_picked_bits(x, t, g, infinity):
+    if not all(isinstance(a, types.Integer) for a in (x, t, g, infinity)):
+        raise errors.TypingError("picked_bits takes the 16-bit patterns of x, t, g and infinity")
+
+    def emit(context, builder, sig, args):
+        b = builder
+        x, t, g, limit = (context.cast(b, v, ty, types.uint16) for v, ty in zip(args, sig.args))
+        i16 = ir.IntType(16)
+        sign, magnitude = ir.Constant(i16, 0x8000), ir.Constant(i16, 0x7FFF)
+
+        def ordered(v):   # (the value as an int16 that orders as the float, its magnitude)
+            m, s = b.and_(v, magnitude), b.ashr(v, ir.Constant(i16, 15))
+            return b.sub(b.xor(m, s), s), m
+
+        (kx, mx), (kt, mt) = ordered(x), ordered(t)
+        zero, flipped = b.and_(g, sign), b.xor(g, sign)
+        nan = b.or_(b.icmp_unsigned(">", mx, limit), b.icmp_unsigned(">", mt, limit))
+        picked = b.select(b.icmp_signed(">", kx, kt), g, b.select(b.icmp_signed("<", kx, kt), flipped, zero))
+        return b.select(nan, zero, picked)
+
+    return types.uint16, emit
 
 
 @njit(inline="always")
@@ -229,8 +277,8 @@ def _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o
     target ``term`` picks among ``g``'s bits (``signed_term``) instead of multiplying.
     """
     for j in range(j0, j1):
-        v = term(xk, tk, ok, pk, g, x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)])
-        out[np.uint64(o0 + j * os)] = _store(ok, exact, v)
+        out[np.uint64(o0 + j * os)] = term(xk, tk, ok, pk, exact, g, x[np.uint64(x0 + j * xs)],
+                                           t[np.uint64(t0 + j * ts)])
 
 
 @njit(inline="always")
