@@ -153,7 +153,9 @@ def signed_term(xk: int, tk: int, ok: int, pk: int):
     16-bit self and target pick its bits instead of multiplying: ``g``'s, ``-g``'s, or
     ``+0 * g``'s (equal, or a NaN); those products are exact, so the bits are the same.
     Where self, target, P and the output are all one 16-bit kind, the pick is made on
-    the stored bits in 16-bit lanes (``picked_bits``): no element is widened or narrowed.
+    the stored bits in 16-bit lanes (``picked_bits``): no element is widened or narrowed
+    (medium mean, against picking in float32: float16 1.54x, bfloat16 1.37-1.42x on Zen 4,
+    1.36x and 1.63x under a Haswell target).
     Otherwise the operands compare as in ``_sign``: float16 pairs through their
     difference where half compares are not native, whose sign bit then flips ``g``'s
     (both float32) or which is compared with 0. Medium (in-cache) mean and sum, against
