@@ -40,7 +40,7 @@ from padloss import rules
 
 from .convert import F32, F64, load, opaque, store_half_away, store_nearest_even
 from .disk_cache import jit
-from .indirect import call_body
+from .indirect import buffer_row, call_body
 from .noalias import NoAliasCompiler
 from .scalars import greater, lesser
 
@@ -178,7 +178,7 @@ def chunk_body(kind: int):
         n_chan, height, width = gi.shape[1], gi.shape[2], go.shape[3]
         rows = gi.shape[0] * n_chan * height
         first, end = chunk * rows // chunks, (chunk + 1) * rows // chunks
-        acc = workspace.view(acc_dtype)[chunk * width:(chunk + 1) * width].reshape((1, width))
+        acc = buffer_row(workspace, acc_dtype, chunk, width)
         for plane in range(first // height, (end + height - 1) // height):
             n, ch = divmod(plane, n_chan)
             src, out = go[n, ch], gi[n, ch]               # one view per plane, not per row
