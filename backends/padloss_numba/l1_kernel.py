@@ -181,17 +181,20 @@ def _patterns(g):
 
 
 @njit(inline="always")
-def _picked_by_comparison(xk, tk, ok, pk, exact, g, x_raw, t_raw):
+def _pick(ok, exact, g, a, b):
+    """The stored g, -g or +0 * g as a > b, a < b, or neither (equal, or a NaN)."""
     g_bits, flipped, zero = _patterns(g)
-    a, b = load_input(xk, pk, x_raw), load_input(tk, pk, t_raw)
     return _store(ok, exact, float_from_bits(g_bits if a > b else (flipped if a < b else zero), g))
 
 
 @njit(inline="always")
+def _picked_by_comparison(xk, tk, ok, pk, exact, g, x_raw, t_raw):
+    return _pick(ok, exact, g, load_input(xk, pk, x_raw), load_input(tk, pk, t_raw))
+
+
+@njit(inline="always")
 def _picked_by_difference(xk, tk, ok, pk, exact, g, x_raw, t_raw):
-    g_bits, flipped, zero = _patterns(g)
-    d = load_input(xk, pk, x_raw) - load_input(tk, pk, t_raw)
-    return _store(ok, exact, float_from_bits(g_bits if d > 0 else (flipped if d < 0 else zero), g))
+    return _pick(ok, exact, g, load_input(xk, pk, x_raw) - load_input(tk, pk, t_raw), 0)
 
 
 @njit(inline="always")

@@ -127,7 +127,6 @@ def ceilings_over(inputs: tuple, out: np.ndarray) -> dict:
     long as ``out``) into ``out``, by name: ``prange`` and ``numpy`` (where one NumPy
     call makes that single pass) in normal stores, ``nt`` streaming an output as large
     as the ops stream (normal stores below that). Compiled, and each called once, here."""
-    inputs = tuple(inputs)
     found = {"prange": _plan(inputs, out, *_pieces(out, False))}
     if len(inputs) == 1:
         found["numpy"] = lambda: np.copyto(out, inputs[0])
