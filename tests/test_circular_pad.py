@@ -100,15 +100,18 @@ def _check_bit_exact(case):
 
 @st.composite
 def wide_row_case(draw):
-    """Rows whose copied centre run is shorter or longer than the kernel's
-    COPY_LOOP_MIN_BYTES (a memcpy below it, a vector loop from it on), which
-    pad_case's widths of at most 9 never reach."""
+    """Rows wide enough for the kernel's vector paths, which pad_case's widths of at
+    most 9 never reach: centre runs shorter and longer than COPY_LOOP_MIN_BYTES (a
+    memcpy below it, a vector loop from it on), and 16-bit rows whose wrapped runs fold
+    in eight-lane windows with the columns between moved (at least two windows of kept
+    columns; pads up to a window wide, and past it, which fold as loops)."""
     from padloss_numba.pad_kernel import COPY_LOOP_MIN_BYTES
+    from padloss_numba.window import LANES
 
     dtype = draw(st.sampled_from(sorted(DTYPES)))
     edge = COPY_LOOP_MIN_BYTES // np.dtype(DTYPES[dtype]).itemsize
-    w = draw(st.integers(edge - 4, edge + 40))
-    left, right = draw(st.integers(-3, 3)), draw(st.integers(-3, 3))
+    w = draw(st.one_of(st.integers(2 * LANES - 2, 6 * LANES), st.integers(edge - 4, edge + 40)))
+    left, right = draw(st.integers(-3, LANES + 2)), draw(st.integers(-3, LANES + 2))
     h, top, bottom = draw(pad_axis(max_size=4))
     return dtype, (2, h, w), (left, right, top, bottom), draw(st.integers(0, 2**32 - 1)), \
         draw(st.booleans()), draw(st.sampled_from(LAYOUTS)), draw(st.sampled_from(LAYOUTS))

@@ -96,7 +96,9 @@ def opaque(typingctx, x):
 # Each ``_to_*``/``_from_*`` builder takes an IR builder and a value and returns the converted
 # value. fpext/fptrunc on LLVM's half type become single vcvtph2ps/vcvtps2ph instructions with
 # F16C (scalar or vector); fptrunc rounds to nearest even. Only float<->half is used: a direct
-# double->half fptrunc has no instruction on most CPUs and would become a libcall.
+# double->half fptrunc has no instruction on most CPUs and would become a libcall. The
+# builders are element-wise: a value may be a scalar or a vector of lanes (padloss_numba.window
+# folds eight at once), and every type and constant takes the value's shape (``_shaped``).
 #
 # Numba's fastmath option adds its flags to every flagless float operation of a kernel, and
 # nnan/reassoc would fold away the exact NaN and tie tests below. So each float operation
@@ -104,24 +106,44 @@ def opaque(typingctx, x):
 # magnitudes are taken on the bits, not through a call of llvm.fabs (calls get the flags too).
 
 _I16, _I32 = ir.IntType(16), ir.IntType(32)
-_HALF, _FLOAT, _DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+_HALF, _FLOAT = ir.HalfType(), ir.FloatType()
 _EXACT = ("afn",)
+
+
+def _shaped(element, like):
+    """The type ``element`` (a scalar type) in the shape of ``like`` (a value or a type):
+    itself for a scalar, a vector of as many lanes for a vector."""
+    like = getattr(like, "type", like)
+    return ir.VectorType(element, like.count) if isinstance(like, ir.VectorType) else element
+
+
+def _constant(element, value, like):
+    """The constant ``value`` of type ``element``, in every lane of ``like``'s shape."""
+    shaped = _shaped(element, like)
+    return ir.Constant(shaped, [value] * shaped.count if isinstance(shaped, ir.VectorType) else value)
+
+
+def _lanes_of(ty):
+    """A vector type's element type; a scalar type itself."""
+    return ty.element if isinstance(ty, ir.VectorType) else ty
 
 
 def _magnitude(b, x):
     """|x|, by clearing the sign bit."""
-    bits = ir.IntType(32 if x.type == _FLOAT else 64)
-    mask = ir.Constant(bits, (1 << (bits.width - 1)) - 1)
-    return b.bitcast(b.and_(b.bitcast(x, bits), mask), x.type)
+    width = 32 if _lanes_of(x.type) == _FLOAT else 64
+    bits = _shaped(ir.IntType(width), x)
+    return b.bitcast(b.and_(b.bitcast(x, bits), _constant(ir.IntType(width), (1 << (width - 1)) - 1, x)),
+                     x.type)
 
 
 def _from_half(b, bits):
-    return b.fpext(b.bitcast(bits, _HALF), _FLOAT)
+    return b.fpext(b.bitcast(bits, _shaped(_HALF, bits)), _shaped(_FLOAT, bits))
 
 
 def _from_bfloat16(b, bits):
     """bfloat16 is the top half of a float32."""
-    return b.bitcast(b.shl(b.zext(bits, _I32), ir.Constant(_I32, 16)), _FLOAT)
+    wide = b.zext(bits, _shaped(_I32, bits))
+    return b.bitcast(b.shl(wide, _constant(_I32, 16, bits)), _shaped(_FLOAT, bits))
 
 
 def _round_to_odd(b, x):
@@ -129,17 +151,17 @@ def _round_to_odd(b, x):
     rounded: inexact results take the neighbour with an odd last bit (undo RNE's round-up,
     then set the last bit). Overflow gives +-FLT_MAX (odd), which still narrows to inf; a
     NaN gets a payload bit, harmless."""
-    r = b.fptrunc(x, _FLOAT)
-    wide = b.fpext(r, _DOUBLE)
-    bits = b.bitcast(r, _I32)
+    r = b.fptrunc(x, _shaped(_FLOAT, x))
+    wide = b.fpext(r, x.type)
+    bits = b.bitcast(r, _shaped(_I32, x))
     rounded_up = b.fcmp_ordered(">", _magnitude(b, wide), _magnitude(b, x), flags=_EXACT)
-    bits = b.sub(bits, b.zext(rounded_up, _I32))
-    bits = b.or_(bits, b.zext(b.fcmp_unordered("!=", wide, x, flags=_EXACT), _I32))
-    return b.bitcast(bits, _FLOAT)
+    bits = b.sub(bits, b.zext(rounded_up, bits.type))
+    bits = b.or_(bits, b.zext(b.fcmp_unordered("!=", wide, x, flags=_EXACT), bits.type))
+    return b.bitcast(bits, r.type)
 
 
 def _to_half(b, x):
-    return b.bitcast(b.fptrunc(x, _HALF), _I16)
+    return b.bitcast(b.fptrunc(x, _shaped(_HALF, x)), _shaped(_I16, x))
 
 
 def _to_half_away(b, x):
@@ -148,47 +170,47 @@ def _to_half_away(b, x):
     |x| > |lo|). x was a tie that RNE rounded toward zero exactly when |x| > |lo| and ``t`` is
     a float16 value (then it is the neighbour away from zero); for other x, t lies strictly
     between two float16 neighbours. NaN and overflow fail both tests."""
-    r = b.fptrunc(x, _HALF)
-    lo = b.fpext(r, _FLOAT)
+    r = b.fptrunc(x, _shaped(_HALF, x))
+    lo = b.fpext(r, x.type)
     t = b.fadd(b.fsub(x, lo, flags=_EXACT), x, flags=_EXACT)
-    up = b.fptrunc(t, _HALF)
+    up = b.fptrunc(t, r.type)
     away = b.fcmp_ordered(">", _magnitude(b, x), _magnitude(b, lo), flags=_EXACT)
-    on_grid = b.fcmp_ordered("==", b.fpext(up, _FLOAT), t, flags=_EXACT)
-    return b.bitcast(b.select(b.and_(away, on_grid), up, r), _I16)
+    on_grid = b.fcmp_ordered("==", b.fpext(up, x.type), t, flags=_EXACT)
+    return b.bitcast(b.select(b.and_(away, on_grid), up, r), _shaped(_I16, x))
 
 
 def _bfloat16_rounded(b, x, bias):
     """Add ``bias`` to the float32 bits and keep the top half; NaN stays a quiet NaN. The
     sum only wraps for NaN patterns, which the select discards."""
-    bits = b.bitcast(x, _I32)
-    top = b.lshr(bits, ir.Constant(_I32, 16))
-    rounded = b.lshr(b.add(bits, bias), ir.Constant(_I32, 16))
-    quiet_nan = b.or_(top, ir.Constant(_I32, 0x0040))
+    bits = b.bitcast(x, _shaped(_I32, x))
+    top = b.lshr(bits, _constant(_I32, 16, x))
+    rounded = b.lshr(b.add(bits, bias), _constant(_I32, 16, x))
+    quiet_nan = b.or_(top, _constant(_I32, 0x0040, x))
     is_nan = b.fcmp_unordered("uno", x, x, flags=_EXACT)
-    return b.trunc(b.select(is_nan, quiet_nan, rounded), _I16)
+    return b.trunc(b.select(is_nan, quiet_nan, rounded), _shaped(_I16, x))
 
 
 def _to_bfloat16(b, x):
     """Nearest even: the ``+ lsb`` in the bias sends ties to even."""
-    lsb = b.and_(b.lshr(b.bitcast(x, _I32), ir.Constant(_I32, 16)), ir.Constant(_I32, 1))
-    return _bfloat16_rounded(b, x, b.add(ir.Constant(_I32, 0x7FFF), lsb))
+    lsb = b.and_(b.lshr(b.bitcast(x, _shaped(_I32, x)), _constant(_I32, 16, x)), _constant(_I32, 1, x))
+    return _bfloat16_rounded(b, x, b.add(_constant(_I32, 0x7FFF, x), lsb))
 
 
 def _to_bfloat16_away(b, x):
     """Ties away from zero: bias 0x8000 on the sign-magnitude pattern."""
-    return _bfloat16_rounded(b, x, ir.Constant(_I32, 0x8000))
+    return _bfloat16_rounded(b, x, _constant(_I32, 0x8000, x))
 
 
 def _to_bfloat16_exact(b, x):
     """The top half of a value bfloat16 represents: no rounding work (a NaN keeps its top
     half, still a NaN: a NaN's payload is not the contract's)."""
-    return b.trunc(b.lshr(b.bitcast(x, _I32), ir.Constant(_I32, 16)), _I16)
+    return b.trunc(b.lshr(b.bitcast(x, _shaped(_I32, x)), _constant(_I32, 16, x)), _shaped(_I16, x))
 
 
 def _from_double(narrow, exact=False):
     """``narrow`` (from float32) applied to a float64 with a single rounding: through
     round-to-odd float32, or a plain fptrunc for a value ``exact`` in the target."""
-    return lambda b, x: narrow(b, b.fptrunc(x, _FLOAT) if exact else _round_to_odd(b, x))
+    return lambda b, x: narrow(b, b.fptrunc(x, _shaped(_FLOAT, x)) if exact else _round_to_odd(b, x))
 
 
 # --- kind-dispatched API (resolved at compile time) -----------------------------------------------
@@ -315,9 +337,14 @@ def _store_typing(narrowers: dict, exact: bool = False):
     return typing
 
 
-builtin(store_nearest_even)(_store_typing({F16: _to_half, BF16: _to_bfloat16}))
-builtin(store_half_away)(_store_typing({F16: _to_half_away, BF16: _to_bfloat16_away}))
-builtin(store_exact)(_store_typing({F16: _to_half, BF16: _to_bfloat16_exact}, exact=True))
+# The IR builders of the 16-bit kinds, by kind: widening to float32, and each store's
+# narrowing from float32. Builtins that convert whole vectors (padloss_numba.window) use them.
+WIDEN = {F16: _from_half, BF16: _from_bfloat16}
+NARROW = {store_nearest_even: {F16: _to_half, BF16: _to_bfloat16},
+          store_half_away: {F16: _to_half_away, BF16: _to_bfloat16_away},
+          store_exact: {F16: _to_half, BF16: _to_bfloat16_exact}}
+for _store in NARROW:
+    builtin(_store)(_store_typing(NARROW[_store], exact=_store is store_exact))
 
 
 @builtin(f64_to_f32_round_odd)

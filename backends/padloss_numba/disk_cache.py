@@ -29,6 +29,7 @@ import functools
 import hashlib
 import os
 from pathlib import Path
+from types import FunctionType
 
 try:
     import fcntl
@@ -135,6 +136,16 @@ def jit(**options):
             dispatcher._cache._cache_file.__class__ = LockedIndex   # private: see test_engine
         return dispatcher
     return decorate
+
+
+def with_globals(function, **names):
+    """``function`` with ``names`` added to its globals: how a kernel body refers to a
+    helper chosen for it in Python. Numba inlines a helper it finds as a global or a
+    closure constant, and keys its disk cache on the code and the closure's constants
+    (the choice follows from those); a jitted function held in the closure would change
+    that key in every process."""
+    return FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__,
+                        function.__defaults__, function.__closure__)
 
 
 def install() -> None:

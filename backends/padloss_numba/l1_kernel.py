@@ -24,7 +24,6 @@ entry point that calls it by address (padloss_numba.indirect).
 from __future__ import annotations
 
 import functools
-from types import FunctionType
 
 import numpy as np
 from llvmlite import ir
@@ -44,7 +43,7 @@ from .convert import (
     store_exact,
     store_nearest_even,
 )
-from .disk_cache import jit
+from .disk_cache import jit, with_globals
 from .indirect import call_body, stack_array
 from .noalias import NoAliasCompiler
 from .nontemporal import STAGE_BYTES, drain, fence, lead_in
@@ -425,21 +424,11 @@ def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool, str
             _work(gk, xk, tk, ok, promoted, exact, straight, TERM, out[:0], go, x, t, out, nest, coef, chunk,
                   chunks)
 
-    body = _seeing(body, TERM=signed_term(xk, tk, ok, promoted))
+    body = with_globals(body, TERM=signed_term(xk, tk, ok, promoted))
     return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
 
 
-TERM = None   # a body's global: the term function its kinds call for (chunk_body, _seeing)
-
-
-def _seeing(function, **names):
-    """``function`` with ``names`` added to its globals: how a body refers to a helper
-    chosen for it. Numba inlines a helper it finds as a global or a closure constant,
-    and keys its disk cache on the code and the closure's constants (the choice follows
-    from those); a jitted function held in the closure would change that key in every
-    process."""
-    return FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__,
-                        function.__defaults__, function.__closure__)
+TERM = None   # a body's global: the term function its kinds call for (chunk_body, with_globals)
 
 
 @njit(inline="always")

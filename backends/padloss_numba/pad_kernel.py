@@ -6,10 +6,12 @@ the bits do not depend on the thread count. In the spec's order:
 
 1. rows: ``(centre + top_wrap) + bottom_wrap`` over every gradOutput column,
    into a per-thread float32 (float64) row buffer. Rows with no wrapped
-   partner (nearly all of them) skip the buffer and read gradOutput directly:
-   a plain copy with conversion;
+   partner (nearly all of them, one run of a plane's rows) skip the buffer and
+   read gradOutput directly: a plain copy with conversion;
 2. columns: ``(centre + left_wrap) + right_wrap``, then one rounding to the
    storage dtype (``final_round``: padloss.rules.PAD_FINAL_ROUNDING, CANN's CAST_ROUND).
+   A 16-bit row's wrapped runs, a pad wide each, fold in eight-lane vector
+   windows (padloss_numba.window), its centre copied in vector moves.
 
 Terms that do not exist are skipped, never added as zero (so -0.0 survives).
 Loops index 2-D planes with (row, unsigned column) pairs: Numba then skips
@@ -38,16 +40,18 @@ from numba import njit, prange
 
 from padloss import rules
 
-from .convert import F32, F64, load, opaque, store_half_away, store_nearest_even
-from .disk_cache import jit
+from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_half_away, store_nearest_even
+from .disk_cache import jit, with_globals
 from .indirect import buffer_row, call_body
 from .noalias import NoAliasCompiler
 from .scalars import greater, lesser
+from .window import LANES, folder, move_two_windows, move_window
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
 # hardware: padloss.rules.PAD_FINAL_ROUNDING names it (disk_cache hashes rules.py too).
 final_round = {"half_away_from_zero": store_half_away,
                "half_to_even": store_nearest_even}[rules.PAD_FINAL_ROUNDING]
+_fold_window = folder(NARROW[final_round])   # a wrapped run of a 16-bit row, eight lanes at once
 
 
 @njit(inline="always")
@@ -127,6 +131,50 @@ def _fold_columns(src, k, src_kind, out, h, out_kind, crop, kept, before, after)
           src_kind, out_kind)
 
 
+@njit(inline="always")
+def _fold_rows(src, out, h0, h1, k0, kind, crop, kept, before, after):
+    """Rows h0..h1 of ``out`` (their kept columns) from gradOutput's rows k0.., rows
+    with no wrapped partner rows, each ``_fold_columns``: float32 and float64 rows."""
+    for h in range(h0, h1):
+        row = out[h:h + 1]                         # one-row views: see the module docstring
+        k = k0 + h - h0
+        _fold_columns(src[k:k + 1], 0, kind, row, 0, kind, crop, kept, before, after)
+
+
+@njit(inline="always")
+def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after):
+    """``_fold_rows`` for 16-bit rows: each wrapped run, as wide as its pad, folded in
+    one eight-lane window (padloss_numba.window), the columns between them moved.
+    Where the pads are at most ``LANES`` wide, the kept columns at least two windows,
+    and the row has neighbour rows in gradOutput, at least ``LANES`` elements away, for
+    the windows' reads past its ends (the first and last rows, pads past ``LANES`` or
+    strided columns fold as loops). One loop over the run of rows: dispatched row by row
+    from the body's loop, the medium float16 pad ran 1.4x faster than the loops did, in
+    a run of rows 1.9x (Zen 3)."""
+    windows = (before <= LANES and after <= LANES and kept >= 2 * LANES
+               and src.strides[1] == src.itemsize and out.strides[1] == out.itemsize
+               and src.strides[0] >= LANES * src.itemsize)
+    for h in range(h0, h1):
+        row = out[h:h + 1]
+        k = k0 + h - h0
+        if windows and 0 < k < src.shape[0] - 1:
+            _fold_window(out, h, crop, src, k, before, before + kept, 0, after, kind)
+            # the columns between: moves whose step LLVM cannot see (so no memcpy call), two
+            # windows wide while they end inside, then one wide (the last may run into the
+            # second window's columns, written after it)
+            centre, i, step = src[k:k + 1], LANES, opaque(2 * LANES)
+            while i + 2 * LANES <= kept - LANES:
+                move_two_windows(row, 0, crop + i, centre, 0, before + i)
+                i += step
+            while i < kept - LANES:
+                move_window(row, 0, crop + i, centre, 0, before + i)
+                i += LANES
+            _fold_window(out, h, crop + kept - LANES, src, k, before + kept - LANES, before - LANES,
+                         LANES - before, LANES, kind)
+        else:
+            _fold_columns(src[k:k + 1], 0, kind, row, 0, kind, crop, kept, before, after)
+
+
 def accumulator_dtype(kind: int):
     """The float type sums are made in: float64 for float64 storage, else float32."""
     return np.float64 if kind == F64 else np.float32
@@ -182,14 +230,26 @@ def chunk_body(kind: int):
         for plane in range(first // height, (end + height - 1) // height):
             n, ch = divmod(plane, n_chan)
             src, out = go[n, ch], gi[n, ch]               # one view per plane, not per row
-            for h in range(greater(first - plane * height, 0), lesser(end - plane * height, height)):
+            h, stop = greater(first - plane * height, 0), lesser(end - plane * height, height)
+            if w_crop > 0 or w_crop + w_kept < out.shape[1]:   # cropped columns: zero in every row
+                for r in range(h, stop):
+                    _fill_zero(out, r, 0, w_crop, kind)
+                    _fill_zero(out, r, w_crop + w_kept, out.shape[1] - w_crop - w_kept, kind)
+            # the rows with no partner rows: c in [h_after, h_kept - h_before), folded together
+            direct = lesser(greater(h_crop + h_after, h), stop)
+            direct_end = greater(lesser(h_crop + h_kept - h_before, stop), direct)
+            while h < stop:
+                if h == direct and direct < direct_end:
+                    FOLD_ROWS(src, out, direct, direct_end, h_before + direct - h_crop, kind, w_crop, w_kept,
+                              w_before, w_after)
+                    h = direct_end
+                    continue
                 row = out[h:h + 1]                         # one-row views: see the module docstring
                 c = h - h_crop
+                h += 1
                 if c < 0 or c >= h_kept:                   # a cropped row
                     _fill_zero(row, 0, 0, row.shape[1], kind)
                     continue
-                _fill_zero(row, 0, 0, w_crop, kind)        # its cropped columns
-                _fill_zero(row, 0, w_crop + w_kept, row.shape[1] - w_crop - w_kept, kind)
                 k = h_before + c                           # its centre row in gradOutput
                 if c < h_after:                            # the bottom band wraps onto it
                     if c >= h_kept - h_before:             # and the top band too
@@ -197,11 +257,12 @@ def chunk_body(kind: int):
                               kind, acc_kind)
                     else:
                         _sum2(acc, 0, 0, src, k, 0, src, k + h_kept, 0, width, kind, acc_kind)
-                elif c >= h_kept - h_before:               # only the top band
+                else:                                      # only the top band
                     _sum2(acc, 0, 0, src, k, 0, src, k - h_kept, 0, width, kind, acc_kind)
-                else:                                      # no partner: fold gradOutput's row directly
-                    _fold_columns(src[k:k + 1], 0, kind, row, 0, kind, w_crop, w_kept, w_before, w_after)
-                    continue
                 _fold_columns(acc, 0, acc_kind, row, 0, kind, w_crop, w_kept, w_before, w_after)
 
-    return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
+    fold_rows = _fold_rows_in_windows if kind in (F16, BF16) else _fold_rows
+    return jit(_nrt=False, pipeline_class=NoAliasCompiler)(with_globals(body, FOLD_ROWS=fold_rows))
+
+
+FOLD_ROWS = None   # a body's global: how its kind folds the rows with no partner rows (chunk_body)
