@@ -343,8 +343,9 @@ WIDEN = {F16: _from_half, BF16: _from_bfloat16}
 NARROW = {store_nearest_even: {F16: _to_half, BF16: _to_bfloat16},
           store_half_away: {F16: _to_half_away, BF16: _to_bfloat16_away},
           store_exact: {F16: _to_half, BF16: _to_bfloat16_exact}}
-for _store in NARROW:
-    builtin(_store)(_store_typing(NARROW[_store], exact=_store is store_exact))
+builtin(store_nearest_even)(_store_typing(NARROW[store_nearest_even]))
+builtin(store_half_away)(_store_typing(NARROW[store_half_away]))
+builtin(store_exact)(_store_typing(NARROW[store_exact], exact=True))
 
 
 @builtin(f64_to_f32_round_odd)

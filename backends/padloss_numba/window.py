@@ -35,8 +35,7 @@ def folder(narrowers: dict):
 
     for the ``LANES`` lanes i, with ``kind`` a literal F16 or BF16 and ``narrow`` the
     float32 -> ``kind`` IR builder of ``narrowers`` (convert.NARROW of the kernel's
-    final rounding). Both
-    arrays hold uint16 bits with unit column stride."""
+    final rounding). Both arrays hold uint16 bits with unit column stride."""
 
     def fold(dst, r, d, src, k, centre, band, lo, hi, kind):
         """A kernel builtin (see ``folder``)."""
