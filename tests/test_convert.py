@@ -18,7 +18,17 @@ import pytest
 from numba import njit, prange
 
 from padloss_numba import convert
-from padloss_numba.convert import BF16, F16, F32, F64, load, store_exact, store_half_away, store_nearest_even
+from padloss_numba.convert import (
+    BF16,
+    F16,
+    F32,
+    F64,
+    load,
+    store_exact,
+    store_half_away,
+    store_nearest_even,
+    store_sum_half_away,
+)
 
 # The oracles cast inf/NaN/out-of-range values on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
@@ -52,6 +62,13 @@ def half_away_kernel(kind, v, out):
     numba.literally(kind)
     for i in range(v.size):
         out[i] = store_half_away(kind, v[i])
+
+
+@njit
+def sum_half_away_kernel(kind, v, out):
+    numba.literally(kind)
+    for i in range(v.size):
+        out[i] = store_sum_half_away(kind, v[i])
 
 
 @njit(parallel=True)
@@ -368,6 +385,54 @@ def test_half_away_from_f64_single_rounding(kind):
     x = f64_inputs(kind)
     want = rounding_model(x, DTYPE[kind], "away")
     assert_same_storage(run(half_away_kernel, kind, x, np.uint16), want, DTYPE[kind], x)
+
+
+# --- store of a sum of stored values (the pad's) -------------------------------------------------
+
+
+def f16_sums():
+    """Sums of float16 values made in float32, as the pad makes them (every partial sum a
+    multiple of 2^-24): each float16 pattern (NaNs and infs too) plus a random one, and plus
+    a random one again; the float16 ties (1 + 2^-11, 65520), their neighbours and the
+    cancellations into the subnormals among them."""
+    a = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    rng = np.random.default_rng(RNG_SEED)
+    b, c = (rng.permutation(a) for _ in range(2))
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.concatenate([a + b, (a + b) + c, a + np.float32(2.0**-11), a + np.float32(2.0**-24)])
+
+
+def f32_float16_grid():
+    """Every float32 the tie test could misjudge and a sum of float16 values can be: the
+    multiples of 2^-24 below 2^-14 (float16's subnormals, where the test does not apply),
+    and from 2^-14 up every exponent and sign with 15-bit tails around the tie patterns."""
+    small = np.arange(1 << 10, dtype=np.float32) * np.float32(2.0**-24)
+    tails = np.array([0, 1, 0x0FFF, 0x1000, 0x1001, 0x2000, 0x2FFF, 0x3000, 0x3001, 0x5000, 0x7000],
+                     np.uint32)
+    heads = (np.arange(0x38800000 >> 15, (0x7F800000 >> 15) + 1, dtype=np.uint32) << 15)
+    normal = f32_from_bits((heads[:, None] | tails[None, :]).ravel())
+    return with_signs(np.concatenate([small, normal]))
+
+
+@pytest.mark.parametrize("make", [f16_sums, f32_float16_grid])
+def test_sum_half_away_is_half_away_on_sums(make):
+    """store_sum_half_away's cheaper float16 tie test gives store_half_away's bits (and the
+    exact model's) on every value a sum of float16 values can be."""
+    x = make()
+    want = rounding_model(x, np.float16, "away")
+    got = run(sum_half_away_kernel, F16, x, np.uint16)
+    assert_same_storage(got, want, np.float16, x)
+    assert_same_storage(got, run(half_away_kernel, F16, x, np.uint16), np.float16, x)
+    assert np.count_nonzero(got != run(nearest_even_kernel, F16, x, np.uint16)) > 100   # ties were met
+    x64 = x[np.isfinite(x)].astype(np.float64)                                          # from float64 too
+    assert_same_storage(run(sum_half_away_kernel, F16, x64, np.uint16), want[np.isfinite(x)], np.float16, x64)
+
+
+def test_sum_half_away_bfloat16_and_wide_kinds_are_half_away():
+    x = np.concatenate([bf16_dense(), random_f32(100_000)])
+    want = run(half_away_kernel, BF16, x, np.uint16)
+    assert_same_storage(run(sum_half_away_kernel, BF16, x, np.uint16), want, BF, x)
+    assert_same_float_bits(run(sum_half_away_kernel, F32, x, np.float32), x)
 
 
 def test_round_to_odd_helper():

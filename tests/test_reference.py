@@ -451,7 +451,7 @@ def test_the_pad_rounding_mode_has_one_owner(monkeypatch):
     from padloss_numba import convert, pad_kernel
 
     assert rules.PAD_FINAL_ROUNDING == "half_away_from_zero"
-    assert pad_kernel.final_round is convert.store_half_away
+    assert pad_kernel.final_round is convert.store_sum_half_away
     assert disk_cache.RULES_FILE.name == "rules.py"
     tie = np.array([2049.0], np.float32)          # halfway between float16 2048 and 2050
     assert ref.pad_final_round(tie, np.float16)[0] == 2050

@@ -11,8 +11,9 @@ branch on ``kind`` is left at run time.
 
 Rounding: ``store_nearest_even`` is IEEE round-to-nearest-even from the value's own precision
 (float64 inputs are rounded once, never float64 -> float32 -> float16). ``store_half_away`` is
-CANN's CAST_ROUND: round half away from zero. Both keep NaN a quiet NaN with its sign and send
-finite values that round past the largest finite value to infinity.
+CANN's CAST_ROUND: round half away from zero; ``store_sum_half_away`` the same for a value that
+is a sum of stored values (the pad's), where float16's tie test is cheaper. All keep NaN a quiet
+NaN with its sign and send finite values that round past the largest finite value to infinity.
 
 Each conversion is a few LLVM instructions that typing picks and lowering writes into the
 calling kernel (Numba's low-level ``type_callable``/``lower_builtin``): nothing is compiled for
@@ -179,6 +180,22 @@ def _to_half_away(b, x):
     return b.bitcast(b.select(b.and_(away, on_grid), up, r), _shaped(_I16, x))
 
 
+def _to_half_away_sum(b, x):
+    """``_to_half_away`` for a float32 that is a sum of float16 values (a multiple of 2^-24,
+    as every partial sum of them in float32 stays), in one conversion where that takes four.
+    Below 2^-14 such a value is a float16 subnormal, exact; above, float16 keeps 11 of
+    float32's 24 bits, so x is a tie that RNE rounded toward zero exactly when its 14 low
+    bits are 0x1000 (the 13 dropped bits a half, the last kept bit even). Then one more on
+    the magnitude bits is the neighbour away from zero, unless RNE overflowed (|x| >= 2^16).
+    A NaN's low 13 bits are a float16 payload's, zero, so it never matches."""
+    r = _to_half(b, x)
+    bits = b.bitcast(x, _shaped(_I32, x))
+    low, magnitude = (b.and_(bits, _constant(_I32, mask, x)) for mask in (0x3FFF, 0x7FFFFFFF))
+    tie_down = b.icmp_unsigned("==", low, _constant(_I32, 0x1000, x))
+    finite = b.icmp_unsigned("<", magnitude, _constant(_I32, 0x47800000, x))
+    return b.add(r, b.zext(b.and_(tie_down, finite), r.type))
+
+
 def _bfloat16_rounded(b, x, bias):
     """Add ``bias`` to the float32 bits and keep the top half; NaN stays a quiet NaN. The
     sum only wraps for NaN patterns, which the select discards."""
@@ -234,6 +251,12 @@ def store_nearest_even(kind, v):
 def store_half_away(kind, v):
     """Narrow to ``kind``'s storage with ties away from zero; F32 and F64 are plain casts."""
     return _store_half_away_py(kind, v)
+
+
+def store_sum_half_away(kind, v):
+    """``store_half_away`` of a sum of ``kind``'s stored values (the pad's sums): for
+    float16 the same bits with a cheaper tie test, valid on such sums only."""
+    return _store_sum_half_away_py(kind, v)
 
 
 def store_exact(kind, v):
@@ -342,9 +365,11 @@ def _store_typing(narrowers: dict, exact: bool = False):
 WIDEN = {F16: _from_half, BF16: _from_bfloat16}
 NARROW = {store_nearest_even: {F16: _to_half, BF16: _to_bfloat16},
           store_half_away: {F16: _to_half_away, BF16: _to_bfloat16_away},
+          store_sum_half_away: {F16: _to_half_away_sum, BF16: _to_bfloat16_away},
           store_exact: {F16: _to_half, BF16: _to_bfloat16_exact}}
 builtin(store_nearest_even)(_store_typing(NARROW[store_nearest_even]))
 builtin(store_half_away)(_store_typing(NARROW[store_half_away]))
+builtin(store_sum_half_away)(_store_typing(NARROW[store_sum_half_away]))
 builtin(store_exact)(_store_typing(NARROW[store_exact], exact=True))
 
 
@@ -392,6 +417,12 @@ def _store_nearest_even_py(kind, v):
 def _store_half_away_py(kind, v):
     numba.literally(kind)
     return store_half_away(kind, v)
+
+
+@njit
+def _store_sum_half_away_py(kind, v):
+    numba.literally(kind)
+    return store_sum_half_away(kind, v)
 
 
 @njit
