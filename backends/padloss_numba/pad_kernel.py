@@ -10,8 +10,9 @@ the bits do not depend on the thread count. In the spec's order:
    read gradOutput directly: a plain copy with conversion;
 2. columns: ``(centre + left_wrap) + right_wrap``, then one rounding to the
    storage dtype (``final_round``: padloss.rules.PAD_FINAL_ROUNDING, CANN's CAST_ROUND).
-   A 16-bit row's wrapped runs, a pad wide each, fold in eight-lane vector
-   windows (padloss_numba.window), its centre copied in vector moves.
+   A float16, bfloat16 or float32 row's wrapped runs, a pad wide each, fold
+   in eight-lane vector windows (padloss_numba.window), its centre copied in
+   vector moves.
 
 Terms that do not exist are skipped, never added as zero (so -0.0 survives).
 Loops index 2-D planes with (row, unsigned column) pairs: Numba then skips
@@ -136,7 +137,7 @@ def _fold_columns(src, k, src_kind, out, h, out_kind, crop, kept, before, after)
 @njit(inline="always")
 def _fold_rows(src, out, h0, h1, k0, kind, crop, kept, before, after):
     """Rows h0..h1 of ``out`` (their kept columns) from gradOutput's rows k0.., rows
-    with no wrapped partner rows, each ``_fold_columns``: float32 and float64 rows."""
+    with no wrapped partner rows, each ``_fold_columns``: float64 rows."""
     for h in range(h0, h1):
         row = out[h:h + 1]                         # one-row views: see the module docstring
         k = k0 + h - h0
@@ -145,8 +146,9 @@ def _fold_rows(src, out, h0, h1, k0, kind, crop, kept, before, after):
 
 @njit(inline="always")
 def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after):
-    """``_fold_rows`` for 16-bit rows: each wrapped run, as wide as its pad, folded in
-    one eight-lane window (padloss_numba.window), the columns between them moved.
+    """``_fold_rows`` for float16, bfloat16 and float32 rows: each wrapped run, as wide
+    as its pad, folded in one eight-lane window (padloss_numba.window), the columns
+    between them moved (float32: medium pad-3 1.25-1.35x, for 0.6 s more compile).
     Where the pads are at most ``LANES`` wide, the kept columns at least two windows,
     and the row has neighbour rows in gradOutput, at least ``LANES`` elements away, for
     the windows' reads past its ends (the first and last rows, pads past ``LANES`` or
@@ -263,7 +265,7 @@ def chunk_body(kind: int):
                     _sum2(acc, 0, 0, src, k, 0, src, k - h_kept, 0, width, kind, acc_kind)
                 _fold_columns(acc, 0, acc_kind, row, 0, kind, w_crop, w_kept, w_before, w_after)
 
-    fold_rows = _fold_rows_in_windows if kind in (F16, BF16) else _fold_rows
+    fold_rows = _fold_rows_in_windows if kind in (F16, BF16, F32) else _fold_rows
     return jit(_nrt=False, pipeline_class=NoAliasCompiler)(with_globals(body, FOLD_ROWS=fold_rows))
 
 

@@ -4,12 +4,13 @@ Numba has no vector types, and LLVM vectorises loops only: a pad row's
 wrapped runs, a few columns each, were scalar loops (each element paid the
 float16 conversions and the tie fix alone), and its centre a memcpy call
 whose set-up cost a short row more than the copying. A window (``folder``)
-reads eight columns of a 16-bit row's centre and eight of the band that wraps
-onto them, adds and rounds them as one vector, and keeps the centre's bits in
-the lanes outside the run; ``mover`` copies one vector. Medium pad
-(4, 16, 128, 128), pads 3, against the loops, interleaved in one process
-(Zen 3, AVX2, natively): float16 1.9x and bfloat16 1.9x faster (0.28 -> 0.54
-and 0.31 -> 0.58 of a copy of the same bytes); large 1.06x.
+reads eight columns of a row's centre and eight of the band that wraps onto
+them, adds and rounds them as one vector, and keeps the centre's bits in the
+lanes outside the run; ``mover`` copies one vector. Medium pad
+(4, 16, 128, 128), pads 3, against the loops, interleaved in one process:
+float16 1.9x and bfloat16 1.9x faster (0.28 -> 0.54 and 0.31 -> 0.58 of a
+copy of the same bytes; Zen 3, AVX2, natively), float32 1.25-1.35x (0.62 ->
+0.82; Zen 4, AVX-512); large 1.0-1.06x.
 
 A window's reads may reach up to seven elements past the row's ends, so the
 caller keeps them inside the array (a row with a neighbour row on that side,
@@ -22,7 +23,7 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils, errors
 
-from .convert import WIDEN, builtin
+from .convert import BF16, F16, F32, WIDEN, builtin
 
 LANES = 8
 
@@ -33,33 +34,38 @@ def folder(narrowers: dict):
         dst[r, d + i] = narrow(src[k, centre + i] + src[k, band + i])   for lo <= i < hi,
         dst[r, d + i] = src[k, centre + i] (its bits)                    otherwise,
 
-    for the ``LANES`` lanes i, with ``kind`` a literal F16 or BF16 and ``narrow`` the
-    float32 -> ``kind`` IR builder of ``narrowers`` (convert.NARROW of the kernel's
-    final rounding). Both arrays hold uint16 bits with unit column stride."""
+    for the ``LANES`` lanes i, with ``kind`` a literal F16, BF16 or F32 and ``narrow``
+    the float32 -> ``kind`` IR builder of ``narrowers`` (convert.NARROW of the kernel's
+    final rounding; none for F32). Both arrays hold what ``_STORED`` says (uint16 bits
+    for the 16-bit kinds) with unit column stride."""
 
     def fold(dst, r, d, src, k, centre, band, lo, hi, kind):
         """A kernel builtin (see ``folder``)."""
 
     @builtin(fold)
     def _typing(dst, r, d, src, k, centre, band, lo, hi, kind):
-        if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in narrowers:
-            raise errors.TypingError(f"fold takes a literal 16-bit kind, got {kind}")
-        if dst.dtype != types.uint16 or src.dtype != types.uint16 or dst.ndim != 2 or src.ndim != 2:
-            raise errors.TypingError("fold takes 2-D uint16 arrays")
-        widen, narrow = WIDEN[kind.literal_value], narrowers[kind.literal_value]
+        if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in _STORED:
+            raise errors.TypingError(f"fold takes a literal kind F16, BF16 or F32, got {kind}")
+        stored = _STORED[kind.literal_value]
+        if dst.dtype != stored or src.dtype != stored or dst.ndim != 2 or src.ndim != 2:
+            raise errors.TypingError(f"fold takes 2-D {stored} arrays for this kind")
+        widen = WIDEN.get(kind.literal_value, _same)
+        narrow = narrowers.get(kind.literal_value, _same)
 
         def emit(context, builder, sig, args):
             b = builder
             r, d, k, centre, band, lo, hi = _indices(context, b, sig, args, (1, 2, 4, 5, 6, 7, 8))
-            vector = ir.VectorType(ir.IntType(16), LANES)
+            vector = ir.VectorType(context.get_data_type(stored), LANES)
             centre_bits = b.load(_vector_at(context, b, sig.args[3], args[3], k, centre, vector), align=1)
             band_bits = b.load(_vector_at(context, b, sig.args[3], args[3], k, band, vector), align=1)
             folded = narrow(b, b.fadd(widen(b, centre_bits), widen(b, band_bits), flags=("afn",)))
-            # lanes compared as 16-bit integers (lo and hi lie in [0, LANES]): one compare each
-            lane = ir.Constant(vector, list(range(LANES)))
-            lo16, hi16 = (b.trunc(v, ir.IntType(16)) for v in (lo, hi))
-            inside = b.and_(b.icmp_signed(">=", lane, _splat(b, lo16, LANES)),
-                            b.icmp_signed("<", lane, _splat(b, hi16, LANES)))
+            # lanes compared as integers as wide as they are (lo and hi lie in [0, LANES]):
+            # one compare each
+            index = ir.IntType(8 * context.get_abi_sizeof(vector.element))
+            lane = ir.Constant(ir.VectorType(index, LANES), list(range(LANES)))
+            lo_, hi_ = (b.trunc(v, index) for v in (lo, hi))
+            inside = b.and_(b.icmp_signed(">=", lane, _splat(b, lo_, LANES)),
+                            b.icmp_signed("<", lane, _splat(b, hi_, LANES)))
             out = _vector_at(context, b, sig.args[0], args[0], r, d, vector)
             b.store(b.select(inside, folded, centre_bits), out, align=1)
             return context.get_dummy_value()
@@ -67,6 +73,15 @@ def folder(narrowers: dict):
         return types.void, emit
 
     return fold
+
+
+# What a window's lanes hold, by kind: float16/bfloat16 bits, or float32 values (which
+# need no widening nor narrowing: a float32 sum is rounded once as it is made).
+_STORED = {F16: types.uint16, BF16: types.uint16, F32: types.float32}
+
+
+def _same(b, value):
+    return value
 
 
 def _indices(context, builder, sig, args, positions):
@@ -90,10 +105,9 @@ def _splat(b, value, lanes):
                             ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
 
-def mover(nbytes: int):
-    """``move(dst, r, d, src, k, s)``, a kernel builtin: ``dst[r, d:d + n] = src[k, s:s + n]``
-    for the n elements of ``nbytes``, as one vector load and store (arrays of one dtype,
-    unit column stride)."""
+def mover(lanes: int):
+    """``move(dst, r, d, src, k, s)``, a kernel builtin: ``dst[r, d:d + lanes] = src[k, s:s + lanes]``
+    as one vector load and store (arrays of one dtype, unit column stride)."""
 
     def move(dst, r, d, src, k, s):
         """A kernel builtin (see ``mover``)."""
@@ -105,7 +119,7 @@ def mover(nbytes: int):
 
         def emit(context, builder, sig, args):
             r, d, k, s = _indices(context, builder, sig, args, (1, 2, 4, 5))
-            vector = ir.VectorType(ir.IntType(8), nbytes)
+            vector = ir.VectorType(context.get_data_type(sig.args[0].dtype), lanes)
             value = builder.load(_vector_at(context, builder, sig.args[3], args[3], k, s, vector), align=1)
             builder.store(value, _vector_at(context, builder, sig.args[0], args[0], r, d, vector), align=1)
             return context.get_dummy_value()
@@ -115,4 +129,4 @@ def mover(nbytes: int):
     return move
 
 
-move_window, move_two_windows = mover(2 * LANES), mover(4 * LANES)   # 8 and 16 uint16 lanes
+move_window, move_two_windows = mover(LANES), mover(2 * LANES)
