@@ -3,14 +3,15 @@
 Kernels must give the same bits whatever the strides, so property tests draw
 a layout for every input and output: C-contiguous, Fortran order, a strided
 slice of a larger buffer, reversed axes (negative strides), a permuted
-buffer viewed back into the logical order, or C order at an address that is
-not a multiple of the item size (NumPy allows it; kernels must too).
+buffer viewed back into the logical order, channels-last ((..., C, H, W)
+stored as (..., H, W, C), torch's channels_last), or C order at an address
+that is not a multiple of the item size (NumPy allows it; kernels must too).
 """
 from __future__ import annotations
 
 import numpy as np
 
-LAYOUTS = ("contiguous", "fortran", "sliced", "reversed", "permuted", "unaligned")
+LAYOUTS = ("contiguous", "fortran", "sliced", "reversed", "permuted", "channels_last", "unaligned")
 
 
 def with_layout(values: np.ndarray, layout: str) -> np.ndarray:
@@ -27,6 +28,10 @@ def with_layout(values: np.ndarray, layout: str) -> np.ndarray:
     elif layout == "permuted":
         order = tuple(reversed(range(values.ndim)))
         out = np.empty(tuple(values.shape[i] for i in order), values.dtype).transpose(order)
+    elif layout == "channels_last":   # C order below rank 3
+        n = values.ndim
+        order = tuple(range(n - 3)) + (n - 2, n - 1, n - 3) if n >= 3 else tuple(range(n))
+        out = np.empty(tuple(values.shape[i] for i in order), values.dtype).transpose(np.argsort(order))
     elif layout == "unaligned":
         raw = np.empty(values.nbytes + 1, np.uint8)[1:]
         out = raw.view(values.dtype).reshape(values.shape)

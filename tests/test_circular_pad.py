@@ -186,6 +186,29 @@ def test_bits_do_not_depend_on_thread_count():
     assert runs[1]["digests"] == runs[2]["digests"]
 
 
+def test_channels_last_rows_fold_as_rows_of_pixels():
+    """Where both buffers keep the channels inside each pixel (channels-last), the plan folds
+    rows of W*C elements with the width's pads times C, on the C-contiguous kernel; where
+    one does not, (H, W) planes (the bits are the same either way: the property tests)."""
+    from padloss_numba import pad_plan
+    from padloss_numba.convert import F32
+
+    shape, pads = (2, 4, 6, 5), (2, 1, 1, 3)
+    gshape = (2, 4, 10, 8)
+    go = with_layout(np.random.default_rng(3).standard_normal(gshape).astype(np.float32), "channels_last")
+    for out_layout, channels in (("channels_last", 4), ("contiguous", 1)):
+        out = with_layout(np.zeros(shape, np.float32), out_layout)
+        ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")
+        plan = ex._plan
+        assert plan._channels == channels
+        if channels > 1:   # (crop, kept, before, after) of the width, times C; a W' * C row buffer
+            assert list(plan._axes[4:8]) == [0, 5 * 4, 2 * 4, 1 * 4] and ws == 8 * 4 * 4
+            assert ex._bound[0].shape == (2, 1, 10, 8 * 4) and ex._bound[0].flags.c_contiguous
+            assert plan._kernel is pad_plan._kernel(F32, False, "C")[0]
+        ex.run()
+        np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
+
+
 def test_layouts_add_no_compiled_variant():
     """Contiguous, strided, channels-last, read-only, broadcast and Fortran-ordered
     buffers all run one of two kernels per dtype and threading mode, the

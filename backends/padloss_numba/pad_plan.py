@@ -28,6 +28,35 @@ def c_contiguous(meta: TensorMeta) -> bool:
     return True
 
 
+def interleaved_channels(metas: tuple[TensorMeta, ...]) -> int:
+    """C, where every one of ``metas`` (..., C, H, W) keeps its C channels inside each
+    row's pixels (the W stride is C times the C stride: channels-last), else 1.
+
+    Such rows are folded as rows of W*C elements with the width's pads times C: the
+    same sums in the same order (each element's column moves by C per pixel, and a
+    wrapped band by C times its pixels), where the planes of (H, W) stride by C
+    elements on every column."""
+    channels = metas[0].shape[-3]
+    if channels > 1 and all(m.strides[-1] == channels * m.strides[-3] for m in metas):
+        return channels
+    return 1
+
+
+def _rows_of_pixels(a: np.ndarray) -> np.ndarray:
+    """(N, C, H, W) with interleaved channels as the view (N, 1, H, W*C)."""
+    n, c, h, w = a.shape
+    return a.transpose(0, 2, 3, 1).reshape(n, h, w * c)[:, None]
+
+
+def _merged(meta: TensorMeta, channels: int) -> TensorMeta:
+    """``meta`` as ``_rows_of_pixels`` views it (with ``channels`` interleaved)."""
+    if channels == 1:
+        return meta
+    *lead, c, h, w = meta.shape
+    *lead_strides, sc, sh, _ = meta.strides
+    return TensorMeta(meta.dtype, (*lead, 1, h, w * c), (*lead_strides, 0, sh, sc))
+
+
 # What the kernel reads each storage kind's elements as (float16/bfloat16 as uint16 bits).
 _ELEMENT = {F16: numba.uint16, BF16: numba.uint16, F32: numba.float32, F64: numba.float64}
 
@@ -64,10 +93,12 @@ class CircularPadPlan:
     """
 
     def __init__(self, problem: Problem, threads: int):
-        grad_output, grad_input = problem.tensors
+        self._channels = interleaved_channels(problem.tensors)   # rows of W*C elements, if > 1
+        grad_output, grad_input = (_merged(m, self._channels) for m in problem.tensors)
         left, right, top, bottom = problem.params
         height, width = grad_input.shape[-2:]
-        h, w = circular_axis(height, top, bottom), circular_axis(width, left, right)
+        h = circular_axis(height, top, bottom)
+        w = circular_axis(width // self._channels, left, right)
         kind = STORAGE_CODE[grad_input.dtype]
         self._view = STORAGE_VIEW.get(grad_input.dtype)   # float16/bfloat16 travel as uint16 bits
         self._rank3 = len(grad_input.shape) == 3
@@ -77,10 +108,10 @@ class CircularPadPlan:
         rows = grad_input.size // width
         # pieces of the rows for the threads, each with a row buffer in the workspace
         chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
-        self._axes = np.array([h.crop, h.kept, h.before, h.after, w.crop, w.kept, w.before, w.after,
-                               body, chunks], np.int64)
+        w_axes = [self._channels * n for n in (w.crop, w.kept, w.before, w.after)]
+        self._axes = np.array([h.crop, h.kept, h.before, h.after, *w_axes, body, chunks], np.int64)
         assert len(self._axes) == AXES_SIZE
-        self.workspace_size = chunks * w.padded * np.dtype(accumulator_dtype(kind)).itemsize
+        self.workspace_size = chunks * w.padded * self._channels * np.dtype(accumulator_dtype(kind)).itemsize
 
     def bind(self, buffers: tuple) -> tuple:
         """The kernel's arrays for these buffers, once per binding (an Executor's runs
@@ -91,6 +122,8 @@ class CircularPadPlan:
             go, gi = go.view(self._view), gi.view(self._view)
         if self._rank3:
             go, gi = go[None], gi[None]
+        if self._channels > 1:
+            go, gi = _rows_of_pixels(go), _rows_of_pixels(gi)
         return go, gi
 
     def run(self, arrays: tuple, workspace: np.ndarray, stream) -> None:
