@@ -390,16 +390,16 @@ def test_half_away_from_f64_single_rounding(kind):
 # --- store of a sum of stored values (the pad's) -------------------------------------------------
 
 
-def f16_sums():
-    """Sums of float16 values made in float32, as the pad makes them (every partial sum a
-    multiple of 2^-24): each float16 pattern (NaNs and infs too) plus a random one, and plus
-    a random one again; the float16 ties (1 + 2^-11, 65520), their neighbours and the
-    cancellations into the subnormals among them."""
-    a = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+def sums_of(dtype):
+    """Sums of ``dtype`` (float16 or bfloat16) values made in float32, as the pad makes them
+    (for float16 every partial sum a multiple of 2^-24): each 16-bit pattern (NaNs and infs
+    too) plus a random one, and plus a random one again, and plus the ties' halves."""
+    a = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).astype(np.float32)
     rng = np.random.default_rng(RNG_SEED)
     b, c = (rng.permutation(a) for _ in range(2))
+    half_ulp = 2.0**-11 if dtype is np.float16 else 2.0**-8
     with np.errstate(invalid="ignore", over="ignore"):
-        return np.concatenate([a + b, (a + b) + c, a + np.float32(2.0**-11), a + np.float32(2.0**-24)])
+        return np.concatenate([a + b, (a + b) + c, a + np.float32(half_ulp), a + np.float32(2.0**-24)])
 
 
 def f32_float16_grid():
@@ -414,7 +414,7 @@ def f32_float16_grid():
     return with_signs(np.concatenate([small, normal]))
 
 
-@pytest.mark.parametrize("make", [f16_sums, f32_float16_grid])
+@pytest.mark.parametrize("make", [lambda: sums_of(np.float16), f32_float16_grid], ids=["sums", "grid"])
 def test_sum_half_away_is_half_away_on_sums(make):
     """store_sum_half_away's cheaper float16 tie test gives store_half_away's bits (and the
     exact model's) on every value a sum of float16 values can be."""
@@ -428,10 +428,20 @@ def test_sum_half_away_is_half_away_on_sums(make):
     assert_same_storage(run(sum_half_away_kernel, F16, x64, np.uint16), want[np.isfinite(x)], np.float16, x64)
 
 
-def test_sum_half_away_bfloat16_and_wide_kinds_are_half_away():
-    x = np.concatenate([bf16_dense(), random_f32(100_000)])
-    want = run(half_away_kernel, BF16, x, np.uint16)
-    assert_same_storage(run(sum_half_away_kernel, BF16, x, np.uint16), want, BF, x)
+def test_sum_half_away_bfloat16_is_half_away_on_sums():
+    """Without the NaN test, bfloat16 sums (their NaNs included, quiet and with their sign)
+    round as store_half_away rounds them."""
+    x = np.concatenate([sums_of(BF), with_signs(np.array([np.inf, 0.0], np.float32))])
+    got = run(sum_half_away_kernel, BF16, x, np.uint16)
+    assert_same_storage(got, rounding_model(x, BF, "away"), BF, x)
+    assert_same_storage(got, run(half_away_kernel, BF16, x, np.uint16), BF, x)
+    nan = np.isnan(x)
+    assert nan.any() and np.all(got[nan] & 0x7FC0 == 0x7FC0)                           # quiet NaNs
+    assert np.count_nonzero(got != run(nearest_even_kernel, BF16, x, np.uint16)) > 100  # ties were met
+
+
+def test_sum_half_away_wide_kinds_are_plain_casts():
+    x = random_f32(100_000)
     assert_same_float_bits(run(sum_half_away_kernel, F32, x, np.float32), x)
 
 

@@ -218,6 +218,15 @@ def _to_bfloat16_away(b, x):
     return _bfloat16_rounded(b, x, _constant(_I32, 0x8000, x))
 
 
+def _to_bfloat16_away_sum(b, x):
+    """``_to_bfloat16_away`` for a float32 that is a sum of bfloat16 values: no NaN test.
+    Such a NaN is an operand's (quieted) or the default NaN, with a zero low half, so the
+    bias cannot carry into its top half."""
+    bits = b.bitcast(x, _shaped(_I32, x))
+    rounded = b.lshr(b.add(bits, _constant(_I32, 0x8000, x)), _constant(_I32, 16, x))
+    return b.trunc(rounded, _shaped(_I16, x))
+
+
 def _to_bfloat16_exact(b, x):
     """The top half of a value bfloat16 represents: no rounding work (a NaN keeps its top
     half, still a NaN: a NaN's payload is not the contract's)."""
@@ -254,8 +263,9 @@ def store_half_away(kind, v):
 
 
 def store_sum_half_away(kind, v):
-    """``store_half_away`` of a sum of ``kind``'s stored values (the pad's sums): for
-    float16 the same bits with a cheaper tie test, valid on such sums only."""
+    """``store_half_away`` of a sum of ``kind``'s stored values (the pad's sums): the
+    same bits with less work (float16: a cheaper tie test; bfloat16: no NaN test),
+    valid on such sums only."""
     return _store_sum_half_away_py(kind, v)
 
 
@@ -365,7 +375,7 @@ def _store_typing(narrowers: dict, exact: bool = False):
 WIDEN = {F16: _from_half, BF16: _from_bfloat16}
 NARROW = {store_nearest_even: {F16: _to_half, BF16: _to_bfloat16},
           store_half_away: {F16: _to_half_away, BF16: _to_bfloat16_away},
-          store_sum_half_away: {F16: _to_half_away_sum, BF16: _to_bfloat16_away},
+          store_sum_half_away: {F16: _to_half_away_sum, BF16: _to_bfloat16_away_sum},
           store_exact: {F16: _to_half, BF16: _to_bfloat16_exact}}
 builtin(store_nearest_even)(_store_typing(NARROW[store_nearest_even]))
 builtin(store_half_away)(_store_typing(NARROW[store_half_away]))

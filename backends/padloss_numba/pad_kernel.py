@@ -159,24 +159,23 @@ def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after)
                and src.strides[1] == src.itemsize and out.strides[1] == out.itemsize
                and src.strides[0] >= LANES * src.itemsize)
     for h in range(h0, h1):
-        row = out[h:h + 1]
         k = k0 + h - h0
         if windows and 0 < k < src.shape[0] - 1:
             _fold_window(out, h, crop, src, k, before, before + kept, 0, after, kind)
             # the columns between: moves whose step LLVM cannot see (so no memcpy call), two
             # windows wide while they end inside, then one wide (the last may run into the
             # second window's columns, written after it)
-            centre, i, step = src[k:k + 1], LANES, opaque(2 * LANES)
+            i, step = LANES, opaque(2 * LANES)
             while i + 2 * LANES <= kept - LANES:
-                move_two_windows(row, 0, crop + i, centre, 0, before + i)
+                move_two_windows(out, h, crop + i, src, k, before + i)
                 i += step
             while i < kept - LANES:
-                move_window(row, 0, crop + i, centre, 0, before + i)
+                move_window(out, h, crop + i, src, k, before + i)
                 i += LANES
             _fold_window(out, h, crop + kept - LANES, src, k, before + kept - LANES, before - LANES,
                          LANES - before, LANES, kind)
         else:
-            _fold_columns(src[k:k + 1], 0, kind, row, 0, kind, crop, kept, before, after)
+            _fold_columns(src[k:k + 1], 0, kind, out[h:h + 1], 0, kind, crop, kept, before, after)
 
 
 def accumulator_dtype(kind: int):
