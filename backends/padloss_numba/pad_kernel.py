@@ -51,10 +51,10 @@ from .window import LANES, folder, move_two_windows, move_window
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
 # hardware: padloss.rules.PAD_FINAL_ROUNDING names it (disk_cache hashes rules.py too).
 # Every value it rounds is a sum of stored values, so float16 takes the cheaper tie test
-# (store_sum_half_away): medium pad-3 float16 1.13x, 1.17x with no pads (Zen 4).
+# (store_sum_half_away): medium pad-3 float16 1.13-1.16x, 1.17x with no pads (Zen 4).
 final_round = {"half_away_from_zero": store_sum_half_away,
                "half_to_even": store_nearest_even}[rules.PAD_FINAL_ROUNDING]
-_fold_window = folder(NARROW[final_round])   # a wrapped run of a 16-bit row, eight lanes at once
+_fold_window = folder(NARROW[final_round])   # a row's wrapped run, eight lanes at once
 
 
 @njit(inline="always")

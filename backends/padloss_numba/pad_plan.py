@@ -89,7 +89,8 @@ class CircularPadPlan:
     """Geometry and kernel for one Problem; ``bind`` views the buffers, ``run`` launches.
 
     The workspace holds one float32 (float64) row buffer of W' elements per
-    chunk of rows: the sums of wrapped rows, before the column fold.
+    chunk of rows (W'*C for channels-last rows of pixels): the sums of wrapped
+    rows, before the column fold.
     """
 
     def __init__(self, problem: Problem, threads: int):
