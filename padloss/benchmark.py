@@ -427,12 +427,24 @@ def _padloss_calls(w: Workload, backends: list[str]) -> tuple[dict, dict[str, st
     return found, refused
 
 
+RUN = " (run)"
+"""Suffix of a backend's planned executor's row (``candidates``)."""
+
+
 def candidates(w: Workload, backends: list[str], *, reference: bool
                ) -> tuple[dict[str, tuple[Callable[[], object], int]], dict[str, str]]:
     """What computes ``w`` without torch (name -> (fn, bytes moved)): the padloss
-    ``backends``, the NumPy reference if asked, the ceilings last; and name -> why a
-    backend refused."""
-    found, refused = _padloss_calls(w, backends)
+    ``backends``, each as its one-shot call and as its planned executor's ``run()``
+    (``RUN``: the same kernel without the one-shot's per-call Python, the memo key,
+    the output checks, the plan lookup and the binding, which after a medium call
+    has emptied the caches took 8-15 us of it), the NumPy reference if asked, the
+    ceilings last; and name -> why a backend refused."""
+    calls, refused = _padloss_calls(w, backends)
+    found: dict[str, tuple[Callable[[], object], int]] = {}
+    for name, call in calls.items():
+        run = w.executor(name.removeprefix("padloss ")).run
+        run()
+        found.update({name: call, name + RUN: (run, w.nbytes)})
     if reference:
         found[REFERENCE] = (w.reference(), w.nbytes)
     found.update(w.ceilings())
