@@ -196,12 +196,16 @@ def _to_half_away_sum(b, x):
     return b.add(r, b.zext(b.and_(tie_down, finite), r.type))
 
 
+def _biased_top(b, x, bias):
+    """The top half of the float32 bits of ``x`` plus ``bias`` (as 32-bit lanes)."""
+    return b.lshr(b.add(b.bitcast(x, _shaped(_I32, x)), bias), _constant(_I32, 16, x))
+
+
 def _bfloat16_rounded(b, x, bias):
     """Add ``bias`` to the float32 bits and keep the top half; NaN stays a quiet NaN. The
     sum only wraps for NaN patterns, which the select discards."""
-    bits = b.bitcast(x, _shaped(_I32, x))
-    top = b.lshr(bits, _constant(_I32, 16, x))
-    rounded = b.lshr(b.add(bits, bias), _constant(_I32, 16, x))
+    top = b.lshr(b.bitcast(x, _shaped(_I32, x)), _constant(_I32, 16, x))
+    rounded = _biased_top(b, x, bias)
     quiet_nan = b.or_(top, _constant(_I32, 0x0040, x))
     is_nan = b.fcmp_unordered("uno", x, x, flags=_EXACT)
     return b.trunc(b.select(is_nan, quiet_nan, rounded), _shaped(_I16, x))
@@ -222,9 +226,7 @@ def _to_bfloat16_away_sum(b, x):
     """``_to_bfloat16_away`` for a float32 that is a sum of bfloat16 values: no NaN test.
     Such a NaN is an operand's (quieted) or the default NaN, with a zero low half, so the
     bias cannot carry into its top half."""
-    bits = b.bitcast(x, _shaped(_I32, x))
-    rounded = b.lshr(b.add(bits, _constant(_I32, 0x8000, x)), _constant(_I32, 16, x))
-    return b.trunc(rounded, _shaped(_I16, x))
+    return b.trunc(_biased_top(b, x, _constant(_I32, 0x8000, x)), _shaped(_I16, x))
 
 
 def _to_bfloat16_exact(b, x):
