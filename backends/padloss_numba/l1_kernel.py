@@ -207,7 +207,7 @@ def _picked_by_difference_sign(xk, tk, ok, pk, exact, g, x_raw, t_raw):
 
 @njit(inline="always")
 def _picked_in_storage(xk, tk, ok, pk, exact, g, x_raw, t_raw):
-    return picked_bits(x_raw, t_raw, _store(ok, exact, g), F16_INFINITY if ok == F16 else BF16_INFINITY)
+    return picked_bits(x_raw, t_raw, _store(ok, exact, g), ok)
 
 
 @njit(inline="always")
@@ -215,12 +215,12 @@ def _multiplied_term(xk, tk, ok, pk, exact, g, x_raw, t_raw):
     return _store(ok, exact, _sign(xk, tk, pk, np.float32(1.0), x_raw, t_raw) * g)
 
 
-F16_INFINITY, BF16_INFINITY = 0x7C00, 0x7F80   # their bits; every larger magnitude is a NaN
+INFINITY = {F16: 0x7C00, BF16: 0x7F80}   # their bits, by kind; every larger magnitude is a NaN
 
 
-def picked_bits(x, t, g, infinity):
+def picked_bits(x, t, g, kind):
     """The stored bits of ``sign(x - t) * g`` for x, t and g stored in one 16-bit float
-    kind whose infinity has the bits ``infinity``: g's, g's with the sign flipped, or
+    kind (``kind``, a literal F16 or BF16): g's, g's with the sign flipped, or
     ``+0 * g``'s (x = t, or a NaN): a zero of g's sign, or for an inf or NaN g a quiet
     NaN; kernels only (a builtin).
 
@@ -231,14 +231,18 @@ def picked_bits(x, t, g, infinity):
 
 
 @builtin(picked_bits)
-def _type_picked_bits(x, t, g, infinity):
-    if not all(isinstance(a, types.Integer) for a in (x, t, g, infinity)):
-        raise errors.TypingError("picked_bits takes the 16-bit patterns of x, t, g and infinity")
+def _type_picked_bits(x, t, g, kind):
+    if not all(isinstance(a, types.Integer) for a in (x, t, g)):
+        raise errors.TypingError("picked_bits takes the 16-bit patterns of x, t and g")
+    if not isinstance(kind, types.IntegerLiteral) or kind.literal_value not in INFINITY:
+        raise errors.TypingError(f"picked_bits takes a literal 16-bit kind, got {kind}")
+    infinity = INFINITY[kind.literal_value]
 
     def emit(context, builder, sig, args):
         b = builder
-        x, t, g, limit = (context.cast(b, v, ty, types.uint16) for v, ty in zip(args, sig.args))
+        x, t, g = (context.cast(b, v, ty, types.uint16) for v, ty in zip(args[:3], sig.args[:3]))
         i16 = ir.IntType(16)
+        limit = ir.Constant(i16, infinity)
         sign, magnitude = ir.Constant(i16, 0x8000), ir.Constant(i16, 0x7FFF)
 
         def ordered(v):   # (the value as an int16 that orders as the float, its magnitude)
@@ -246,7 +250,7 @@ def _type_picked_bits(x, t, g, infinity):
             return b.sub(b.xor(m, s), s), m
 
         (kx, mx), (kt, mt) = ordered(x), ordered(t)
-        quiet_nan = b.or_(limit, b.lshr(limit, ir.Constant(i16, 1)))   # the exponent and the top fraction bit
+        quiet_nan = ir.Constant(i16, infinity | infinity >> 1)   # the exponent and the top fraction bit
         finite = b.icmp_unsigned("<", b.and_(g, magnitude), limit)
         zero = b.select(finite, b.and_(g, sign), b.or_(g, quiet_nan))
         flipped = b.xor(g, sign)
@@ -315,8 +319,7 @@ def _row_picked(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out
     0.55-0.70 for a Zen 1 target (AVX2) on the same host."""
     for j in range(j0, j1):
         out[np.uint64(o0 + j * os)] = picked_bits(x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)],
-                                                  go[np.uint64(g0 + j * gs)],
-                                                  F16_INFINITY if ok == F16 else BF16_INFINITY)
+                                                  go[np.uint64(g0 + j * gs)], ok)
 
 
 def row_of(kinds: tuple[int, int, int, int], promoted: int, exact: bool):
