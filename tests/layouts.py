@@ -62,3 +62,28 @@ def bits(a: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
         raw[np.isnan(a)] = np.iinfo(raw.dtype).max
     return raw
+
+
+class Guarded:
+    """C-ordered arrays placed against an inaccessible page (Linux): one whose last byte
+    is the last before the page, and one whose first byte is the first after it. A kernel
+    that reads past the array there stops the process with a segmentation fault, where
+    elsewhere the stray read would go unseen (its lanes are thrown away). Keep the object
+    alive while the arrays are in use."""
+
+    def __init__(self, values: np.ndarray):
+        import ctypes
+        import mmap
+
+        page = mmap.PAGESIZE
+        span = -(-values.nbytes // page) * page
+        self._map = mmap.mmap(-1, 2 * span + page)           # [span | guard page | span]
+        base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.mprotect(ctypes.c_void_p(base + span), page, 0) != 0:   # PROT_NONE
+            raise OSError(ctypes.get_errno(), "mprotect failed")
+        raw = np.frombuffer(self._map, np.uint8)
+        self.ending = raw[span - values.nbytes:span].view(values.dtype).reshape(values.shape)
+        self.starting = raw[span + page:span + page + values.nbytes].view(values.dtype).reshape(values.shape)
+        self.ending[...] = values
+        self.starting[...] = values

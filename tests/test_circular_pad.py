@@ -3,6 +3,8 @@ the spec's worked example, the NumPy model in padloss.reference (bit-exact), and
 PyTorch autograd of F.pad(mode="circular") (tolerance)."""
 from __future__ import annotations
 
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import padloss
-from layouts import LAYOUTS, bits, with_layout
+from layouts import LAYOUTS, Guarded, bits, with_layout
 from padloss import reference
 from shared import json_at_thread_counts, pad_axis
 
@@ -179,6 +181,23 @@ for name, dt in [("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16), ("fl
     digests[name] = out.view(np.uint16 if out.itemsize == 2 else np.uint32).tolist()
 print(json.dumps({"threads": numba.get_num_threads(), "digests": digests}))
 """
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through ctypes")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("shape, pads", [((3, 2, 4, 24), (3, 2, 2, 3)), ((2, 5, 24), (3, 3, 0, 0)),
+                                         ((1, 1, 2, 20), (1, 7, 1, 1)), ((2, 2, 3, 17), (6, 1, 2, 1))])
+def test_windows_read_nothing_past_the_array(dtype, shape, pads):
+    """A row's windows read up to seven elements past its ends, which the kernel allows
+    only where a row of the array lies on that side (the first and last planes' edge
+    rows, direct or with a partner row, fold without them). gradOutput against an
+    inaccessible page, ending before it and starting after it, with its planes in order
+    and reversed (the first plane then the last in memory): a stray read faults."""
+    go = _grad(shape, pads, dtype, seed=5, special=False)
+    guarded = Guarded(go)
+    for placed in (guarded.ending, guarded.starting, guarded.ending[::-1], guarded.starting[::-1]):
+        out = padloss.circular_pad2d_backward(placed, np.empty(shape, DTYPES[dtype]), pads)
+        np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(placed, shape, pads)))
 
 
 def test_bits_do_not_depend_on_thread_count():

@@ -7,12 +7,13 @@ the bits do not depend on the thread count. In the spec's order:
 1. rows: ``(centre + top_wrap) + bottom_wrap`` over every gradOutput column,
    into a per-thread float32 (float64) row buffer. Rows with no wrapped
    partner (nearly all of them, one run of a plane's rows) skip the buffer and
-   read gradOutput directly: a plain copy with conversion;
+   read gradOutput directly: a plain copy with conversion; so do float16,
+   bfloat16 and float32 rows with one partner row, summed in the windows below;
 2. columns: ``(centre + left_wrap) + right_wrap``, then one rounding to the
    storage dtype (``final_round``: padloss.rules.PAD_FINAL_ROUNDING, CANN's CAST_ROUND).
    A float16, bfloat16 or float32 row's wrapped runs, a pad wide each, fold
-   in eight-lane vector windows (padloss_numba.window), its centre copied in
-   vector moves.
+   in eight-lane vector windows (padloss_numba.window), its centre copied (a
+   row pair's summed) in vector moves.
 
 Terms that do not exist are skipped, never added as zero (so -0.0 survives).
 Loops index 2-D planes with (row, unsigned column) pairs: Numba then skips
@@ -46,7 +47,7 @@ from .disk_cache import jit, with_globals
 from .indirect import buffer_row, call_body
 from .noalias import NoAliasCompiler
 from .scalars import greater, lesser
-from .window import LANES, folder, move_two_windows, move_window
+from .window import LANES, folder, mover
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
 # hardware: padloss.rules.PAD_FINAL_ROUNDING names it (disk_cache hashes rules.py too).
@@ -55,6 +56,7 @@ from .window import LANES, folder, move_two_windows, move_window
 final_round = {"half_away_from_zero": store_sum_half_away,
                "half_to_even": store_nearest_even}[rules.PAD_FINAL_ROUNDING]
 _fold_window = folder(NARROW[final_round])   # a row's wrapped run, eight lanes at once
+_move_window, _move_two_windows = mover(LANES, NARROW[final_round]), mover(2 * LANES, NARROW[final_round])
 
 
 @njit(inline="always")
@@ -135,7 +137,7 @@ def _fold_columns(src, k, src_kind, out, h, out_kind, crop, kept, before, after)
 
 
 @njit(inline="always")
-def _fold_rows(src, out, h0, h1, k0, kind, crop, kept, before, after):
+def _fold_rows(src, out, h0, h1, k0, kind, crop, kept, before, after, k_lo, k_hi):
     """Rows h0..h1 of ``out`` (their kept columns) from gradOutput's rows k0.., rows
     with no wrapped partner rows, each ``_fold_columns``: float64 rows."""
     for h in range(h0, h1):
@@ -145,37 +147,87 @@ def _fold_rows(src, out, h0, h1, k0, kind, crop, kept, before, after):
 
 
 @njit(inline="always")
-def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after):
-    """``_fold_rows`` for float16, bfloat16 and float32 rows: each wrapped run, as wide
-    as its pad, folded in one eight-lane window (padloss_numba.window), the columns
-    between them moved (float32: medium pad-3 1.25-1.35x, for 0.6 s more compile).
-    Where the pads are at most ``LANES`` wide, the kept columns at least two windows,
-    and the row has neighbour rows in gradOutput, at least ``LANES`` elements away, for
-    the windows' reads past its ends (the first and last rows, pads past ``LANES`` or
-    strided columns fold as loops). One loop over the run of rows: dispatched row by row
-    from the body's loop, the medium float16 pad ran 1.4x faster than the loops did, in
-    a run of rows 1.9x (Zen 3)."""
-    windows = (before <= LANES and after <= LANES and kept >= 2 * LANES
-               and src.strides[1] == src.itemsize and out.strides[1] == out.itemsize
-               and src.strides[0] >= LANES * src.itemsize)
+def _windows_fit(src, out, before, after, kept):
+    """Whether a plane's rows fold in windows (``_row_in_windows``): pads at most
+    ``LANES`` wide, the kept columns at least two windows, unit column strides, and rows
+    at least ``LANES`` elements apart, so that a window's reads past a row's ends stay
+    inside the neighbour rows (rows ``_window_rows`` names have them)."""
+    return (before <= LANES and after <= LANES and kept >= 2 * LANES
+            and src.strides[1] == src.itemsize and out.strides[1] == out.itemsize
+            and src.strides[0] >= LANES * src.itemsize)
+
+
+@njit(inline="always")
+def _window_rows(go, plane):
+    """The rows k_lo..k_hi of gradOutput's plane ``plane`` with a row of the array on
+    either side, inside which a window's reads past the row's ends stay: all but the
+    plane's first and last; those too where all planes' rows follow one another at one
+    stride (C-contiguous planes, say) and a plane lies on that side."""
+    last, row = go.shape[2] - 1, go.strides[2]
+    linear = ((go.shape[1] == 1 or go.strides[1] == go.shape[2] * row)
+              and (go.shape[0] == 1 or go.strides[0] == go.shape[1] * go.shape[2] * row))
+    planes = go.shape[0] * go.shape[1]
+    return (0 if linear and plane > 0 else 1), (last if linear and plane < planes - 1 else last - 1)
+
+
+@njit(inline="always")
+def _row_in_windows(out, h, src, rows, kind, crop, kept, before, after):
+    """Row h of ``out`` (its kept columns) from gradOutput's row ``rows``, or the pair
+    ``rows = (k, k2)`` of a row and the band row that wraps onto it (summed column by
+    column first, in float32: the spec's rows-then-columns order): each wrapped run, as
+    wide as its pad, folded in one eight-lane window (padloss_numba.window), the columns
+    between them moved (a pair's rounded). float16, bfloat16 and float32 rows only;
+    ``_windows_fit`` says where."""
+    _fold_window(out, h, crop, src, rows, before, before + kept, 0, after, kind)
+    # the columns between: moves whose step LLVM cannot see (so no memcpy call), two
+    # windows wide while they end inside, then one wide (the last may run into the
+    # second window's columns, written after it)
+    i, step = LANES, opaque(2 * LANES)
+    while i + 2 * LANES <= kept - LANES:
+        _move_two_windows(out, h, crop + i, src, rows, before + i, kind)
+        i += step
+    while i < kept - LANES:
+        _move_window(out, h, crop + i, src, rows, before + i, kind)
+        i += LANES
+    _fold_window(out, h, crop + kept - LANES, src, rows, before + kept - LANES, before - LANES,
+                 LANES - before, LANES, kind)
+
+
+@njit(inline="always")
+def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after, k_lo, k_hi):
+    """``_fold_rows`` for float16, bfloat16 and float32 rows, each in windows
+    (``_row_in_windows``) where they fit and gradOutput's row is one of k_lo..k_hi
+    (``_window_rows``; other rows, pads past ``LANES`` or strided columns fold as
+    loops). Windows: medium pad-3 float32 1.25-1.35x, for 0.6 s more compile. One loop
+    over the run of rows: dispatched row by row from the body's loop, the medium float16
+    pad ran 1.4x faster than the loops did, in a run of rows 1.9x (Zen 3)."""
+    windows = _windows_fit(src, out, before, after, kept)
     for h in range(h0, h1):
         k = k0 + h - h0
-        if windows and 0 < k < src.shape[0] - 1:
-            _fold_window(out, h, crop, src, k, before, before + kept, 0, after, kind)
-            # the columns between: moves whose step LLVM cannot see (so no memcpy call), two
-            # windows wide while they end inside, then one wide (the last may run into the
-            # second window's columns, written after it)
-            i, step = LANES, opaque(2 * LANES)
-            while i + 2 * LANES <= kept - LANES:
-                move_two_windows(out, h, crop + i, src, k, before + i)
-                i += step
-            while i < kept - LANES:
-                move_window(out, h, crop + i, src, k, before + i)
-                i += LANES
-            _fold_window(out, h, crop + kept - LANES, src, k, before + kept - LANES, before - LANES,
-                         LANES - before, LANES, kind)
+        if windows and k_lo <= k <= k_hi:
+            _row_in_windows(out, h, src, k, kind, crop, kept, before, after)
         else:
             _fold_columns(src[k:k + 1], 0, kind, out[h:h + 1], 0, kind, crop, kept, before, after)
+
+
+@njit(inline="always")
+def _no_windows(src, out, h, k, k2, kind, crop, kept, before, after, k_lo, k_hi):
+    """``_pair_in_windows`` for float64 rows: never (they fold through the row buffer)."""
+    return False
+
+
+@njit(inline="always")
+def _pair_in_windows(src, out, h, k, k2, kind, crop, kept, before, after, k_lo, k_hi):
+    """Fold row h of ``out`` from gradOutput's row k and the band row k2 that wraps onto
+    it in windows (``_row_in_windows``, float16, bfloat16 and float32 rows), where they
+    fit and both rows are among k_lo..k_hi (``_window_rows``); whether it did. Against
+    the row buffer, medium pad-3: float16 1.13x, bfloat16 1.08x, float32 1.06x, pads
+    (8, 7, 8, 5) float16 1.25x (Zen 4); float16 1.11x for a Zen 1 target (AVX2); each
+    body compiles 0.15-0.4 s longer."""
+    if _windows_fit(src, out, before, after, kept) and k_lo <= k <= k_hi and k_lo <= k2 <= k_hi:
+        _row_in_windows(out, h, src, (k, k2), kind, crop, kept, before, after)
+        return True
+    return False
 
 
 def accumulator_dtype(kind: int):
@@ -233,6 +285,7 @@ def chunk_body(kind: int):
         for plane in range(first // height, (end + height - 1) // height):
             n, ch = divmod(plane, n_chan)
             src, out = go[n, ch], gi[n, ch]               # one view per plane, not per row
+            k_lo, k_hi = _window_rows(go, plane)
             h, stop = greater(first - plane * height, 0), lesser(end - plane * height, height)
             if w_crop > 0 or w_crop + w_kept < out.shape[1]:   # cropped columns: zero in every row
                 for r in range(h, stop):
@@ -244,7 +297,7 @@ def chunk_body(kind: int):
             while h < stop:
                 if h == direct and direct < direct_end:
                     FOLD_ROWS(src, out, direct, direct_end, h_before + direct - h_crop, kind, w_crop, w_kept,
-                              w_before, w_after)
+                              w_before, w_after, k_lo, k_hi)
                     h = direct_end
                     continue
                 row = out[h:h + 1]                         # one-row views: see the module docstring
@@ -254,18 +307,24 @@ def chunk_body(kind: int):
                     _fill_zero(row, 0, 0, row.shape[1], kind)
                     continue
                 k = h_before + c                           # its centre row in gradOutput
-                if c < h_after:                            # the bottom band wraps onto it
-                    if c >= h_kept - h_before:             # and the top band too
-                        _sum3(acc, 0, 0, src, k, 0, src, k - h_kept, 0, src, k + h_kept, 0, width,
-                              kind, acc_kind)
-                    else:
-                        _sum2(acc, 0, 0, src, k, 0, src, k + h_kept, 0, width, kind, acc_kind)
-                else:                                      # only the top band
-                    _sum2(acc, 0, 0, src, k, 0, src, k - h_kept, 0, width, kind, acc_kind)
+                k2 = k + h_kept if c < h_after else k - h_kept   # the bottom band's row, or the top's
+                both = c < h_after and c >= h_kept - h_before     # both bands wrap onto it
+                if not both and PAIR_IN_WINDOWS(src, out, h - 1, k, k2, kind, w_crop, w_kept, w_before,
+                                                w_after, k_lo, k_hi):
+                    continue
+                if both:
+                    _sum3(acc, 0, 0, src, k, 0, src, k - h_kept, 0, src, k + h_kept, 0, width,
+                          kind, acc_kind)
+                else:
+                    _sum2(acc, 0, 0, src, k, 0, src, k2, 0, width, kind, acc_kind)
                 _fold_columns(acc, 0, acc_kind, row, 0, kind, w_crop, w_kept, w_before, w_after)
 
-    fold_rows = _fold_rows_in_windows if kind in (F16, BF16, F32) else _fold_rows
-    return jit(_nrt=False, pipeline_class=NoAliasCompiler)(with_globals(body, FOLD_ROWS=fold_rows))
+    windowed = kind in (F16, BF16, F32)
+    body = with_globals(body, FOLD_ROWS=_fold_rows_in_windows if windowed else _fold_rows,
+                        PAIR_IN_WINDOWS=_pair_in_windows if windowed else _no_windows)
+    return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
 
 
-FOLD_ROWS = None   # a body's global: how its kind folds the rows with no partner rows (chunk_body)
+# A body's globals (chunk_body): how its kind folds the rows with no partner rows, and
+# whether it folds a row with one partner row in windows.
+FOLD_ROWS = PAIR_IN_WINDOWS = None
