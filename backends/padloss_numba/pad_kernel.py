@@ -178,10 +178,9 @@ def _row_in_windows(out, h, src, rows, kind, crop, kept, before, after):
     wide as its pad, folded in one eight-lane window (padloss_numba.window), the columns
     between them moved (a pair's rounded). float16, bfloat16 and float32 rows only;
     ``_windows_fit`` says where."""
-    _fold_window(out, h, crop, src, rows, before, before + kept, 0, after, kind)
-    # the columns between: moves whose step LLVM cannot see (so no memcpy call), two
-    # windows wide while they end inside, then one wide (the last may run into the
-    # second window's columns, written after it)
+    # the columns between the windows: moves whose step LLVM cannot see (so no memcpy
+    # call), two windows wide while they end inside, then one wide (the last may run into
+    # the right window's columns, written after it)
     i, step = LANES, opaque(2 * LANES)
     while i + 2 * LANES <= kept - LANES:
         _move_two_windows(out, h, crop + i, src, rows, before + i, kind)
@@ -191,6 +190,10 @@ def _row_in_windows(out, h, src, rows, kind, crop, kept, before, after):
         i += LANES
     _fold_window(out, h, crop + kept - LANES, src, rows, before + kept - LANES, before - LANES,
                  LANES - before, LANES, kind)
+    # the left window last: its band lies at the row's end (and past it, in the next row),
+    # which read first broke the row's stream in two (large pad, float32 1.05x, float16
+    # 1.17x, bfloat16 1.09x, Zen 4)
+    _fold_window(out, h, crop, src, rows, before, before + kept, 0, after, kind)
 
 
 @njit(inline="always")
