@@ -139,7 +139,8 @@ def _fold_columns(src, k, src_kind, out, h, out_kind, crop, kept, before, after)
 @njit(inline="always")
 def _fold_rows(src, out, h0, h1, k0, kind, crop, kept, before, after, k_lo, k_hi):
     """Rows h0..h1 of ``out`` (their kept columns) from gradOutput's rows k0.., rows
-    with no wrapped partner rows, each ``_fold_columns``: float64 rows."""
+    with no wrapped partner rows, each ``_fold_columns``: float64 rows (which have no
+    windows, so k_lo..k_hi, where windows may read, goes unused)."""
     for h in range(h0, h1):
         row = out[h:h + 1]                         # one-row views: see the module docstring
         k = k0 + h - h0
