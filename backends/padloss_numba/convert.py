@@ -75,6 +75,10 @@ def _target_features() -> set[str]:
 # float16 values can test this to compare something LLVM cannot shrink instead.
 HALF_COMPARES_NATIVE = any(f == "+avx512fp16" or f.startswith("+avx10") for f in _target_features())
 
+# The bytes of the target's widest vector register of 16-bit lanes (AVX-512BW's 64, else
+# AVX2's 32): for kernels that write fixed-width vectors of them, sized to the registers.
+VECTOR_BYTES = 64 if "+avx512bw" in _target_features() else 32
+
 
 @intrinsic
 def opaque(typingctx, x):
@@ -118,7 +122,7 @@ def _shaped(element, like):
     return ir.VectorType(element, like.count) if isinstance(like, ir.VectorType) else element
 
 
-def _constant(element, value, like):
+def constant_like(element, value, like):
     """The constant ``value`` of type ``element``, in every lane of ``like``'s shape."""
     shaped = _shaped(element, like)
     return ir.Constant(shaped, [value] * shaped.count if isinstance(shaped, ir.VectorType) else value)
@@ -133,7 +137,7 @@ def _magnitude(b, x):
     """|x|, by clearing the sign bit."""
     width = 32 if _lanes_of(x.type) == _FLOAT else 64
     bits = _shaped(ir.IntType(width), x)
-    return b.bitcast(b.and_(b.bitcast(x, bits), _constant(ir.IntType(width), (1 << (width - 1)) - 1, x)),
+    return b.bitcast(b.and_(b.bitcast(x, bits), constant_like(ir.IntType(width), (1 << (width - 1)) - 1, x)),
                      x.type)
 
 
@@ -144,7 +148,7 @@ def _from_half(b, bits):
 def _from_bfloat16(b, bits):
     """bfloat16 is the top half of a float32."""
     wide = b.zext(bits, _shaped(_I32, bits))
-    return b.bitcast(b.shl(wide, _constant(_I32, 16, bits)), _shaped(_FLOAT, bits))
+    return b.bitcast(b.shl(wide, constant_like(_I32, 16, bits)), _shaped(_FLOAT, bits))
 
 
 def _round_to_odd(b, x):
@@ -190,49 +194,50 @@ def _to_half_away_sum(b, x):
     A NaN's low 13 bits are a float16 payload's, zero, so it never matches."""
     r = _to_half(b, x)
     bits = b.bitcast(x, _shaped(_I32, x))
-    low, magnitude = (b.and_(bits, _constant(_I32, mask, x)) for mask in (0x3FFF, 0x7FFFFFFF))
-    tie_down = b.icmp_unsigned("==", low, _constant(_I32, 0x1000, x))
-    finite = b.icmp_unsigned("<", magnitude, _constant(_I32, 0x47800000, x))
+    low, magnitude = (b.and_(bits, constant_like(_I32, mask, x)) for mask in (0x3FFF, 0x7FFFFFFF))
+    tie_down = b.icmp_unsigned("==", low, constant_like(_I32, 0x1000, x))
+    finite = b.icmp_unsigned("<", magnitude, constant_like(_I32, 0x47800000, x))
     return b.add(r, b.zext(b.and_(tie_down, finite), r.type))
 
 
 def _biased_top(b, x, bias):
     """The top half of the float32 bits of ``x`` plus ``bias`` (as 32-bit lanes)."""
-    return b.lshr(b.add(b.bitcast(x, _shaped(_I32, x)), bias), _constant(_I32, 16, x))
+    return b.lshr(b.add(b.bitcast(x, _shaped(_I32, x)), bias), constant_like(_I32, 16, x))
 
 
 def _bfloat16_rounded(b, x, bias):
     """Add ``bias`` to the float32 bits and keep the top half; NaN stays a quiet NaN. The
     sum only wraps for NaN patterns, which the select discards."""
-    top = b.lshr(b.bitcast(x, _shaped(_I32, x)), _constant(_I32, 16, x))
+    top = b.lshr(b.bitcast(x, _shaped(_I32, x)), constant_like(_I32, 16, x))
     rounded = _biased_top(b, x, bias)
-    quiet_nan = b.or_(top, _constant(_I32, 0x0040, x))
+    quiet_nan = b.or_(top, constant_like(_I32, 0x0040, x))
     is_nan = b.fcmp_unordered("uno", x, x, flags=_EXACT)
     return b.trunc(b.select(is_nan, quiet_nan, rounded), _shaped(_I16, x))
 
 
 def _to_bfloat16(b, x):
     """Nearest even: the ``+ lsb`` in the bias sends ties to even."""
-    lsb = b.and_(b.lshr(b.bitcast(x, _shaped(_I32, x)), _constant(_I32, 16, x)), _constant(_I32, 1, x))
-    return _bfloat16_rounded(b, x, b.add(_constant(_I32, 0x7FFF, x), lsb))
+    bits = b.bitcast(x, _shaped(_I32, x))
+    lsb = b.and_(b.lshr(bits, constant_like(_I32, 16, x)), constant_like(_I32, 1, x))
+    return _bfloat16_rounded(b, x, b.add(constant_like(_I32, 0x7FFF, x), lsb))
 
 
 def _to_bfloat16_away(b, x):
     """Ties away from zero: bias 0x8000 on the sign-magnitude pattern."""
-    return _bfloat16_rounded(b, x, _constant(_I32, 0x8000, x))
+    return _bfloat16_rounded(b, x, constant_like(_I32, 0x8000, x))
 
 
 def _to_bfloat16_away_sum(b, x):
     """``_to_bfloat16_away`` for a float32 that is a sum of bfloat16 values: no NaN test.
     Such a NaN is an operand's (quieted) or the default NaN, with a zero low half, so the
     bias cannot carry into its top half."""
-    return b.trunc(_biased_top(b, x, _constant(_I32, 0x8000, x)), _shaped(_I16, x))
+    return b.trunc(_biased_top(b, x, constant_like(_I32, 0x8000, x)), _shaped(_I16, x))
 
 
 def _to_bfloat16_exact(b, x):
     """The top half of a value bfloat16 represents: no rounding work (a NaN keeps its top
     half, still a NaN: a NaN's payload is not the contract's)."""
-    return b.trunc(b.lshr(b.bitcast(x, _shaped(_I32, x)), _constant(_I32, 16, x)), _shaped(_I16, x))
+    return b.trunc(b.lshr(b.bitcast(x, _shaped(_I32, x)), constant_like(_I32, 16, x)), _shaped(_I16, x))
 
 
 def _from_double(narrow, exact=False):
