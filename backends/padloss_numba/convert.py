@@ -128,6 +128,14 @@ def constant_like(element, value, like):
     return ir.Constant(shaped, [value] * shaped.count if isinstance(shaped, ir.VectorType) else value)
 
 
+def splat(b, value, lanes):
+    """``value`` in every lane of a vector."""
+    vector = ir.VectorType(value.type, lanes)
+    first = b.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+    return b.shuffle_vector(first, ir.Constant(vector, ir.Undefined),
+                            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+
 def _lanes_of(ty):
     """A vector type's element type; a scalar type itself."""
     return ty.element if isinstance(ty, ir.VectorType) else ty

@@ -27,7 +27,7 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils, errors
 
-from .convert import BF16, F16, F32, WIDEN, builtin
+from .convert import BF16, F16, F32, WIDEN, builtin, splat
 
 LANES = 8
 
@@ -69,8 +69,8 @@ def folder(narrowers: dict):
             index = ir.IntType(8 * context.get_abi_sizeof(vector.element))
             lane = ir.Constant(ir.VectorType(index, LANES), list(range(LANES)))
             lo_, hi_ = (b.trunc(v, index) for v in (lo, hi))
-            inside = b.and_(b.icmp_signed(">=", lane, _splat(b, lo_, LANES)),
-                            b.icmp_signed("<", lane, _splat(b, hi_, LANES)))
+            inside = b.and_(b.icmp_signed(">=", lane, splat(b, lo_, LANES)),
+                            b.icmp_signed("<", lane, splat(b, hi_, LANES)))
             out = _vector_at(context, b, sig.args[0], args[0], r, d, vector)
             b.store(b.select(inside, folded, kept), out, align=1)
             return context.get_dummy_value()
@@ -134,14 +134,6 @@ def _vector_at(context, builder, aryty, ary, row, column, vector):
     array = context.make_array(aryty)(context, builder, ary)
     item = cgutils.get_item_pointer(context, builder, aryty, array, [row, column])
     return builder.bitcast(item, vector.as_pointer())
-
-
-def _splat(b, value, lanes):
-    """``value`` in every lane of a vector."""
-    vector = ir.VectorType(value.type, lanes)
-    first = b.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
-    return b.shuffle_vector(first, ir.Constant(vector, ir.Undefined),
-                            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
 
 def mover(lanes: int, narrowers: dict):
