@@ -73,11 +73,12 @@ def _target_features() -> set[str]:
 # compare is done on widened lanes, but its mask comes out packed to 16 bits and is
 # unpacked again (AVX2: 14 of a 16-element loop's 30 instructions). Kernels that compare
 # float16 values can test this to compare something LLVM cannot shrink instead.
-HALF_COMPARES_NATIVE = any(f == "+avx512fp16" or f.startswith("+avx10") for f in _target_features())
+_FEATURES = _target_features()   # read once: LLVM takes ~0.3 ms to list the host's
+HALF_COMPARES_NATIVE = any(f == "+avx512fp16" or f.startswith("+avx10") for f in _FEATURES)
 
 # The bytes of the target's widest vector register of 16-bit lanes (AVX-512BW's 64, else
 # AVX2's 32): for kernels that write fixed-width vectors of them, sized to the registers.
-VECTOR_BYTES = 64 if "+avx512bw" in _target_features() else 32
+VECTOR_BYTES = 64 if "+avx512bw" in _FEATURES else 32
 
 
 @intrinsic
