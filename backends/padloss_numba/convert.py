@@ -29,7 +29,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import errors
+from numba.core import cgutils, errors
 from numba.extending import intrinsic, lower_builtin, type_callable
 
 F16 = 0
@@ -135,6 +135,14 @@ def splat(b, value, lanes):
     first = b.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
     return b.shuffle_vector(first, ir.Constant(vector, ir.Undefined),
                             ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+
+def vector_at(context, builder, aryty, ary, indices, vector):
+    """A pointer of type ``vector*`` to the element of array ``ary`` at ``indices`` (intp
+    values; no wraparound, no bounds check: a vector may reach past a row's end)."""
+    array = context.make_array(aryty)(context, builder, ary)
+    item = cgutils.get_item_pointer(context, builder, aryty, array, indices)
+    return builder.bitcast(item, vector.as_pointer())
 
 
 def _lanes_of(ty):

@@ -28,7 +28,7 @@ import functools
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils, errors
+from numba.core import errors
 
 from .convert import (
     BF16,
@@ -45,6 +45,7 @@ from .convert import (
     splat,
     store_exact,
     store_nearest_even,
+    vector_at,
 )
 from .disk_cache import jit, with_globals
 from .indirect import call_body, stack_array
@@ -303,11 +304,8 @@ def _type_pick_lanes(out, o, x, xo, t, to, g, go, kind):
 
     def emit(context, builder, sig, args):
         def at(array, offset):   # a vector* to args[array][args[offset]]
-            aryty = sig.args[array]
             index = context.cast(builder, args[offset], sig.args[offset], types.intp)
-            item = cgutils.get_item_pointer(context, builder, aryty, context.make_array(aryty)(
-                context, builder, args[array]), [index])
-            return builder.bitcast(item, vector.as_pointer())
+            return vector_at(context, builder, sig.args[array], args[array], [index], vector)
 
         x, t = (builder.load(at(array, offset), align=1) for array, offset in ((2, 3), (4, 5)))
         if per_lane:

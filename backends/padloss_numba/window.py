@@ -25,9 +25,9 @@ from typing import NamedTuple
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils, errors
+from numba.core import errors
 
-from .convert import BF16, F16, F32, WIDEN, builtin, splat
+from .convert import BF16, F16, F32, WIDEN, builtin, splat, vector_at
 
 LANES = 8
 
@@ -71,7 +71,7 @@ def folder(narrowers: dict):
             lo_, hi_ = (b.trunc(v, index) for v in (lo, hi))
             inside = b.and_(b.icmp_signed(">=", lane, splat(b, lo_, LANES)),
                             b.icmp_signed("<", lane, splat(b, hi_, LANES)))
-            out = _vector_at(context, b, sig.args[0], args[0], r, d, vector)
+            out = vector_at(context, b, sig.args[0], args[0], [r, d], vector)
             b.store(b.select(inside, folded, kept), out, align=1)
             return context.get_dummy_value()
 
@@ -120,20 +120,12 @@ class _Terms(NamedTuple):
 
 def _terms(context, builder, aryty, ary, rows, column, vector, widen) -> _Terms:
     """The ``vector`` at ``column`` of each of ``rows``."""
-    loaded = [builder.load(_vector_at(context, builder, aryty, ary, k, column, vector), align=1)
+    loaded = [builder.load(vector_at(context, builder, aryty, ary, [k, column], vector), align=1)
               for k in rows]
     total = widen(builder, loaded[0])
     for bits in loaded[1:]:
         total = builder.fadd(total, widen(builder, bits), flags=("afn",))
     return _Terms(loaded[0], total)
-
-
-def _vector_at(context, builder, aryty, ary, row, column, vector):
-    """A pointer of type ``vector*`` to ``ary[row, column]`` (no wraparound: indices may
-    lie past the row's ends, as windows read)."""
-    array = context.make_array(aryty)(context, builder, ary)
-    item = cgutils.get_item_pointer(context, builder, aryty, array, [row, column])
-    return builder.bitcast(item, vector.as_pointer())
 
 
 def mover(lanes: int, narrowers: dict):
@@ -156,7 +148,7 @@ def mover(lanes: int, narrowers: dict):
             vector = ir.VectorType(context.get_data_type(stored), lanes)
             terms = _terms(context, builder, sig.args[3], args[3], rows, s, vector, widen)
             value = terms.bits if len(rows) == 1 else narrow(builder, terms.sum)
-            builder.store(value, _vector_at(context, builder, sig.args[0], args[0], r, d, vector), align=1)
+            builder.store(value, vector_at(context, builder, sig.args[0], args[0], [r, d], vector), align=1)
             return context.get_dummy_value()
 
         return types.void, emit
