@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -77,8 +78,16 @@ def calls_per_round(fn: Callable[[], object], round_s: float, max_calls: int = 2
 
 
 def interleaved(candidates: dict[str, tuple[Callable[[], object], int]], rounds: int = 7,
-                calls: int | Mapping[str, int] = 5, warmup: int = 2, group: str = "") -> dict[str, Result]:
-    """Time every candidate (name -> (fn, bytes moved)) once per round, in turn.
+                calls: int | Mapping[str, int] = 5, warmup: int = 2, group: str = "",
+                seed: int = 0) -> dict[str, Result]:
+    """Time every candidate (name -> (fn, bytes moved)) once per round, each round
+    in a new order (drawn from ``seed``, so a run repeats its orders).
+
+    A candidate's speed depends on what ran just before it: after the ceilings
+    that stream their stores (``ceiling nt``, NumPy's large copy), the next one
+    ran ~5% slower for several calls (the large float16 pad's one-shot call,
+    first in a fixed order, 0.955 of its ``run()``; second, 1.01), and with
+    a fixed order the same candidate pays it every round.
 
     ``calls`` per round is one number for all, or one per name (fast and slow
     candidates then each fill a round of similar length)."""
@@ -87,9 +96,10 @@ def interleaved(candidates: dict[str, tuple[Callable[[], object], int]], rounds:
             fn()
     per_round = calls if isinstance(calls, Mapping) else dict.fromkeys(candidates, calls)
     seconds: dict[str, list[float]] = {name: [] for name in candidates}
+    orders = random.Random(seed)
     for _ in range(rounds):
-        for name, (fn, _) in candidates.items():
-            seconds[name].append(time_round(fn, per_round[name]))
+        for name in orders.sample(list(candidates), len(candidates)):
+            seconds[name].append(time_round(candidates[name][0], per_round[name]))
     return {name: Result(name, nbytes, seconds[name], group) for name, (_, nbytes) in candidates.items()}
 
 

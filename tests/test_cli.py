@@ -454,3 +454,16 @@ def test_sized_rounds_keep_their_sizing_round_only_where_every_call_fills_a_roun
     timed = benchmark.sized_rounds(mixed, rounds=3, round_s=0.005)
     assert made["slow"] == 4 and made["fast"] > 3 + 6
     assert [len(r.seconds) for r in timed.values()] == [3, 3]
+
+
+def test_interleaved_rounds_time_each_candidate_once_in_orders_that_change():
+    ran: list[str] = []
+    candidates = {name: (lambda name=name: ran.append(name), 8) for name in "abcd"}
+    timed = benchmark.interleaved(candidates, rounds=12, calls=1, warmup=0)
+    rounds = [tuple(ran[i:i + 4]) for i in range(0, len(ran), 4)]
+    assert len(rounds) == 12 and all(sorted(r) == list("abcd") for r in rounds)
+    assert len(set(rounds)) > 1 and {r[0] for r in rounds} == set("abcd")   # no fixed first place
+    assert all(len(r.seconds) == 12 for r in timed.values())
+    ran.clear()
+    benchmark.interleaved(candidates, rounds=12, calls=1, warmup=0)
+    assert [tuple(ran[i:i + 4]) for i in range(0, len(ran), 4)] == rounds   # seeded: the same orders again
