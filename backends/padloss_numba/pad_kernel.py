@@ -301,25 +301,27 @@ def chunk_body(kind: int):
                 for r in range(h, stop):
                     _fill_zero(out, r, 0, w_crop, kind)
                     _fill_zero(out, r, w_crop + w_kept, out.shape[1] - w_crop - w_kept, kind)
-            # the rows with no partner rows: c in [h_after, h_kept - h_before), folded together
+            # the rows with no partner rows, c in [h_after, h_kept - h_before), fold together
+            # first; then the rows after them, then those before, so that a plane's gradOutput
+            # rows are read in one forward stream: a band row at the plane's end right after the
+            # rows before it, one at its start (just read, or streamed past) from the cache
             direct = lesser(greater(h_crop + h_after, h), stop)
             direct_end = greater(lesser(h_crop + h_kept - h_before, stop), direct)
-            while h < stop:
-                if h == direct and direct < direct_end:
-                    FOLD_ROWS(src, out, direct, direct_end, h_before + direct - h_crop, kind, w_crop, w_kept,
-                              w_before, w_after, k_lo, k_hi)
-                    h = direct_end
-                    continue
+            if direct < direct_end:
+                FOLD_ROWS(src, out, direct, direct_end, h_before + direct - h_crop, kind, w_crop, w_kept,
+                          w_before, w_after, k_lo, k_hi)
+            after, before = stop - direct_end, direct - h
+            for i in range(after + before):
+                h = direct_end + i if i < after else direct - before + i - after
                 row = out[h:h + 1]                         # one-row views: see the module docstring
                 c = h - h_crop
-                h += 1
                 if c < 0 or c >= h_kept:                   # a cropped row
                     _fill_zero(row, 0, 0, row.shape[1], kind)
                     continue
                 k = h_before + c                           # its centre row in gradOutput
                 k2 = k + h_kept if c < h_after else k - h_kept   # the bottom band's row, or the top's
                 both = c < h_after and c >= h_kept - h_before     # both bands wrap onto it
-                if not both and PAIR_IN_WINDOWS(src, out, h - 1, k, k2, kind, w_crop, w_kept, w_before,
+                if not both and PAIR_IN_WINDOWS(src, out, h, k, k2, kind, w_crop, w_kept, w_before,
                                                 w_after, k_lo, k_hi):
                     continue
                 if both:
