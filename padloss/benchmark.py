@@ -96,9 +96,9 @@ def interleaved(candidates: dict[str, tuple[Callable[[], object], int]], rounds:
             fn()
     per_round = calls if isinstance(calls, Mapping) else dict.fromkeys(candidates, calls)
     seconds: dict[str, list[float]] = {name: [] for name in candidates}
-    orders = random.Random(seed)
+    names, orders = list(candidates), random.Random(seed)
     for _ in range(rounds):
-        for name in orders.sample(list(candidates), len(candidates)):
+        for name in orders.sample(names, len(names)):
             seconds[name].append(time_round(candidates[name][0], per_round[name]))
     return {name: Result(name, nbytes, seconds[name], group) for name, (_, nbytes) in candidates.items()}
 

@@ -198,6 +198,13 @@ def _row_in_windows(out, h, src, rows, kind, crop, kept, before, after):
 
 
 @njit(inline="always")
+def _of_two_runs(i, first, count, second):
+    """The i-th row of two runs walked in one loop (one instance of its body): rows
+    ``first..first+count``, then ``second..``."""
+    return first + i if i < count else second + i - count
+
+
+@njit(inline="always")
 def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after, k_lo, k_hi):
     """``_fold_rows`` for float16, bfloat16 and float32 rows, each in windows
     (``_row_in_windows``) where they fit and gradOutput's row is one of k_lo..k_hi
@@ -214,8 +221,8 @@ def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after,
     for h in range(m0, m1):
         _row_in_windows(out, h, src, k0 + h - h0, kind, crop, kept, before, after)
     head = m0 - h0
-    for i in range(head + h1 - m1):   # the others, before and after them: one loop, one instance
-        h = h0 + i if i < head else m1 + i - head
+    for i in range(head + h1 - m1):   # the others, before and after them
+        h = _of_two_runs(i, h0, head, m1)
         k = k0 + h - h0
         _fold_columns(src[k:k + 1], 0, kind, out[h:h + 1], 0, kind, crop, kept, before, after)
 
@@ -310,9 +317,9 @@ def chunk_body(kind: int):
             if direct < direct_end:
                 FOLD_ROWS(src, out, direct, direct_end, h_before + direct - h_crop, kind, w_crop, w_kept,
                           w_before, w_after, k_lo, k_hi)
-            after, before = stop - direct_end, direct - h
-            for i in range(after + before):
-                h = direct_end + i if i < after else direct - before + i - after
+            rows_after, rows_before = stop - direct_end, direct - h
+            for i in range(rows_after + rows_before):
+                h = _of_two_runs(i, direct_end, rows_after, direct - rows_before)
                 row = out[h:h + 1]                         # one-row views: see the module docstring
                 c = h - h_crop
                 if c < 0 or c >= h_kept:                   # a cropped row
