@@ -41,14 +41,15 @@ def with_layout(values: np.ndarray, layout: str) -> np.ndarray:
     return out
 
 
-def output_at(shape: tuple[int, ...], dtype, skip: int) -> np.ndarray:
+def output_at(shape: tuple[int, ...], dtype, skip: int, boundary: int = 64) -> np.ndarray:
     """An uninitialised C-order array whose first element lies ``skip`` bytes past a
-    64-byte cache-line boundary (an odd ``skip`` misaligns 2- and 4-byte elements),
-    for kernels that stream whole aligned lines."""
+    ``boundary`` (by default a 64-byte cache line: an odd ``skip`` misaligns 2- and
+    4-byte elements, for kernels that stream whole aligned lines; a 4 KiB page for
+    kernels that mind where arrays lie relative to one another modulo a page)."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape)) * dtype.itemsize
-    raw = np.empty(nbytes + 128, np.uint8)
-    start = -raw.ctypes.data % 64 + skip
+    raw = np.empty(nbytes + 2 * boundary, np.uint8)
+    start = -raw.ctypes.data % boundary + skip
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 

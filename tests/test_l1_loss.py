@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import padloss
 from layouts import LAYOUTS, bits, output_at, with_layout
 from padloss import reference
+from padloss_numba import l1_kernel
 from padloss_numba.l1_kernel import RANK
 from padloss_numba.l1_plan import L1LossBackwardPlan, coalesce
 from shared import json_at_thread_counts
@@ -368,6 +369,35 @@ def test_streamed_output_bit_exact(streamed, mix, reduction, skip):
     out[...] = 7
     padloss.l1_loss_backward(go2, x2, t2, reduction, out=out)
     np.testing.assert_array_equal(bits(out), bits(expected))
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("gap", [-2000, -192, -16, 0, 16, 48, 192, 2048])
+def test_runs_walk_either_way_by_where_the_output_lies(dtype, reduction, gap):
+    """The 16-bit rows walk their vector runs backward where the output lies just ahead of
+    its inputs modulo a page (l1_kernel._runs_walk): the same bits either way, in rows of
+    several runs and a remainder."""
+    rng = np.random.default_rng(gap % 97)
+    n = 70_001
+    shapes = ((n,) if reduction == "none" else (), (n,), (n,))
+    page = 4096
+    skips = (256, 256, 256) if reduction == "none" else (0, 256, 256)
+    go, x, t = (output_at(s, dtype, skip, page) for s, skip in zip(shapes, skips))
+    for a in (go, x, t):
+        a[...] = _values(rng, a.shape, dtype, special=True)
+    expected = reference.l1_loss_backward(go, x, t, reduction)
+    out = output_at((n,), dtype, 256 + gap % page, page)
+    out[...] = 7
+    padloss.l1_loss_backward(go, x, t, reduction, out=out)
+    np.testing.assert_array_equal(bits(out), bits(expected))
+    # and the way the walk goes: backward just ahead, forward otherwise
+    ahead = 1 if 0 < gap < l1_kernel.ALIAS_NEAR else -1 if -l1_kernel.ALIAS_NEAR < gap < 0 else 0
+    o16, x16 = out.view(np.uint16), x.view(np.uint16)
+    assert l1_kernel._ahead(o16, 0, x16, 0) == ahead
+    first, step = l1_kernel._runs_walk(0, 5, 3 * ahead)
+    assert (first, step) == ((4 * l1_kernel.PICK_LANES, -l1_kernel.PICK_LANES) if ahead > 0
+                             else (0, l1_kernel.PICK_LANES))
 
 
 # Numba compiling for an AVX2 CPU without AVX512-FP16, whatever the host.
