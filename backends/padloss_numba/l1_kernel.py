@@ -334,7 +334,7 @@ def _store(ok, exact, v):
 # vectorizing. LLVM versions each loop for unit strides and vectorizes that version.
 
 @njit(inline="always")
-def _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1):
+def _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, ahead):
     """Elements j0..j1 of a row along which grad_output does not change (stride 0).
 
     The caller passes ``g`` = grad_output * coef already rounded to the output dtype
@@ -345,6 +345,7 @@ def _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o
     results with selects instead ran slower memory-bound: float16 mean 0.93x -> 0.70x.)
     ``g`` is finite (the caller sends other rows to ``_row``), so for 16-bit self and
     target ``term`` picks among ``g``'s bits (``signed_term``) instead of multiplying.
+    (``ahead`` is for ``_row_fixed_picked``, which shares this signature.)
     """
     for j in range(j0, j1):
         out[np.uint64(o0 + j * os)] = term(xk, tk, ok, pk, exact, g, x[np.uint64(x0 + j * xs)],
@@ -364,8 +365,9 @@ ALIAS_PERIOD, ALIAS_NEAR = 4096, 512
 @njit(inline="always")
 def _ahead(out, o, a, ao):
     """+1 where ``out[o]`` lies just ahead of ``a[ao]`` modulo ALIAS_PERIOD (forward runs
-    would stall), -1 just behind (backward runs would), else 0; 1-D uint16 arrays."""
-    gap = (np.int64(out.ctypes.data) - np.int64(a.ctypes.data) + out.itemsize * (o - ao)) & (ALIAS_PERIOD - 1)
+    would stall), -1 just behind (backward runs would), else 0; 1-D arrays."""
+    gap = (np.int64(out.ctypes.data) + out.itemsize * o - np.int64(a.ctypes.data) - a.itemsize * ao) \
+        & (ALIAS_PERIOD - 1)
     return np.int64(0 < gap < ALIAS_NEAR) - np.int64(gap > ALIAS_PERIOD - ALIAS_NEAR)
 
 
@@ -382,7 +384,7 @@ def _runs_walk(j0, runs, ahead):
 
 
 @njit(inline="always")
-def _row_fixed_picked(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1):
+def _row_fixed_picked(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, ahead):
     """``_row_fixed_grad`` where self, target, P and the output are one 16-bit kind (its
     ``term`` picks on the stored bits): with unit strides ``PICK_LANES`` elements at a
     time (``pick_lanes``, g's stored bits in every lane), the rest as ``_row_fixed_grad``.
@@ -392,13 +394,12 @@ def _row_fixed_picked(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out,
     if xs == 1 and ts == 1 and os == 1:
         bits = _store(ok, exact, g)
         runs = (j1 - j0) // PICK_LANES
-        ahead = _ahead(out, o0 + j0, x, x0 + j0) + _ahead(out, o0 + j0, t, t0 + j0)
         first, step = _runs_walk(j0, runs, ahead)
         for i in range(runs):
             j = first + i * step
             pick_lanes(out, o0 + j, x, x0 + j, t, t0 + j, bits, 0, ok)
         j0 += runs * PICK_LANES
-    _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1)
+    _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, ahead)
 
 
 def fixed_row_of(xk: int, tk: int, ok: int, pk: int):
@@ -411,12 +412,13 @@ def fixed_row_of(xk: int, tk: int, ok: int, pk: int):
 
 
 @njit(inline="always")
-def _row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef):
+def _row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef, ahead):
     """Elements j0..j1 of a row; the kinds (go, self, target, out, P) are literals.
 
     ``sign * (grad_output * coef)`` is computed as ``(sign * coef) * grad_output``: the
     same bits (``coef`` is finite and > 0; both products round once, symmetrically, and
     +0 times either gives the same zero or NaN), one multiply fewer per element.
+    (``ahead`` is for ``_row_picked``, which shares this signature.)
     """
     for j in range(j0, j1):
         s = _sign(xk, tk, pk, coef, x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)])
@@ -426,7 +428,8 @@ def _row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, o
 
 
 @njit(inline="always")
-def _row_picked(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef):
+def _row_picked(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef,
+                ahead):
     """``_row`` where grad_output, self, target and the output are one 16-bit kind and
     the coefficient is 1 (none or sum, ``exact``): each element picked on the stored
     bits (``picked_bits``, as ``_row_fixed_grad``'s term picks), nothing widened or
@@ -440,8 +443,7 @@ def _row_picked(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out
     bfloat16 0.95-0.97x for the Zen 1 target, Zen 4 unchanged.)"""
     if gs == 1 and xs == 1 and ts == 1 and os == 1:
         runs = (j1 - j0) // PICK_LANES
-        first, step = _runs_walk(j0, runs, _ahead(out, o0 + j0, x, x0 + j0) + _ahead(out, o0 + j0, t, t0 + j0)
-                                 + _ahead(out, o0 + j0, go, g0 + j0))
+        first, step = _runs_walk(j0, runs, ahead)
         for i in range(runs):
             j = first + i * step
             pick_lanes(out, o0 + j, x, x0 + j, t, t0 + j, go, g0 + j, ok)
@@ -490,24 +492,29 @@ def _next_row(index, offsets, dims, steps):
 
 @njit(inline="always")
 def _elements(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs, t,
-              t0, ts, dst, d0, ds, j0, j1, coef):
+              t0, ts, dst, d0, ds, j0, j1, coef, ahead):
     """Elements j0..j1 of a row, stored at ``dst[d0 + j * ds]`` (the output itself, or a
     staging run): ``fixed_row`` (``fixed_row_of``) with the row's grad term ``g_rounded``
     when ``fixed``, else ``row`` (``row_of``), which also takes a fixed grad whose term is not
     finite: an inf or NaN grad, or one rounding past the output's range, where sign 0
-    gives NaN, not 0, so each element rounds."""
+    gives NaN, not 0, so each element rounds. Their vector runs go the way ``ahead`` says
+    (``_runs_walk``)."""
     if fixed:
-        fixed_row(xk, tk, ok, pk, True, term, g_rounded, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1)
+        fixed_row(xk, tk, ok, pk, True, term, g_rounded, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1, ahead)
     else:
-        row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1, coef)
+        row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1, coef, ahead)
 
 
 @njit(inline="always")
 def straight(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs, t,
              t0, ts, out, o0, os, j0, j1, coef, stage):
-    """Elements j0..j1 of a row straight into the output (``_work``'s ``emit``)."""
+    """Elements j0..j1 of a row straight into the output (``_work``'s ``emit``), their runs
+    walked backward where the output lies just ahead of the inputs it streams from."""
+    ahead = _ahead(out, o0 + j0 * os, x, x0 + j0 * xs) + _ahead(out, o0 + j0 * os, t, t0 + j0 * ts)
+    if gs != 0:
+        ahead += _ahead(out, o0 + j0 * os, go, g0 + j0 * gs)
     _elements(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs, t,
-              t0, ts, out, o0, os, j0, j1, coef)
+              t0, ts, out, o0, os, j0, j1, coef, ahead)
 
 
 @njit(inline="always")
@@ -517,11 +524,13 @@ def staged(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go
     ending on a line boundary and drained in non-temporal stores (``nontemporal``;
     ``_work``'s ``emit`` for an output that streams). An output whose elements are
     misaligned drains in normal stores: a straight path for it, a second instance of
-    the row loops, made the first streamed call compile 1.25x as long (6.4 s against 5.1)."""
+    the row loops, made the first streamed call compile 1.25x as long (6.4 s against 5.1).
+    Runs walk forward here: walked backward where the stage lay just ahead of the inputs,
+    large mean float16 ran 1.56x slower (the stage is in the cache, their loads stream in)."""
     s, e = j0, lesser(j1, j0 + greater(lead_in(out, o0 + j0), 0))
     while s < j1:
         _elements(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs,
-                  t, t0, ts, stage, -s, 1, s, e, coef)
+                  t, t0, ts, stage, -s, 1, s, e, coef, 0)
         drain(out, o0 + s, stage, e - s)
         s, e = e, lesser(j1, e + len(stage))
 
