@@ -48,7 +48,7 @@ def output_at(shape: tuple[int, ...], dtype, skip: int, boundary: int = 64) -> n
     kernels that mind where arrays lie relative to one another modulo a page)."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape)) * dtype.itemsize
-    raw = np.empty(nbytes + 2 * boundary, np.uint8)
+    raw = np.empty(nbytes + boundary + skip, np.uint8)   # room for any alignment, and the skip
     start = -raw.ctypes.data % boundary + skip
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
