@@ -191,6 +191,31 @@ def test_bench_json_holds_every_implementation_and_the_latencies(report):
             assert report["not_measured"][f"padloss {b.name}"].startswith("--quick")
 
 
+@pytest.mark.parametrize("n_inputs", [1, 2, 3])
+@pytest.mark.parametrize("skip", [0, 4, 6])
+def test_ceilings_write_the_sum_of_their_inputs(n_inputs, skip):
+    """Every ceiling makes the pass it stands for: out = the inputs' sum, left to right,
+    streamed or not; the streamed one's lines start wherever the output lies (``skip``
+    bytes past a line: misaligned elements at 6 stream nothing), with ends that are no
+    whole line."""
+    from layouts import output_at
+    from padloss_numba.stream import STREAM_MIN_BYTES, ceilings_over
+
+    n = STREAM_MIN_BYTES // 4 + 37
+    rng = np.random.default_rng(n_inputs)
+    inputs = tuple(rng.standard_normal(n, dtype=np.float32) for _ in range(n_inputs))
+    expected = inputs[0].copy()
+    for a in inputs[1:]:
+        expected += a
+    out = output_at((n,), np.float32, skip)
+    found = ceilings_over(inputs, out)
+    assert set(found) == {"prange", "nt"} | ({"numpy"} if n_inputs < 3 else set())
+    for name, run in found.items():
+        out[...] = np.nan
+        run()
+        np.testing.assert_array_equal(out, expected, err_msg=name)
+
+
 def test_bench_table_puts_the_ops_side_by_side(report):
     lines = cli.format_report(report).splitlines()
     top = next(i for i, line in enumerate(lines) if line.lstrip().startswith("| circular_pad2d_backward"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .scalars import lesser
@@ -61,6 +62,35 @@ def _stream_line(typingctx, dst, dst_index, src, src_index):
         return context.get_dummy_value()
 
     return types.void(dst, types.intp, src, types.intp), codegen
+
+
+@intrinsic
+def stream_sum_line(typingctx, dst, dst_index, srcs, src_index):
+    """``dst[dst_index:]``'s line = the sum, left to right, of each of ``srcs``' (a tuple
+    of float arrays of ``dst``'s dtype) line from ``src_index`` (any alignment), in
+    one non-temporal store; the caller has checked ``dst_index`` starts a line. No
+    stage: a stage read back right after lines streamed out 0 or 4 KiB before it
+    waits for those stores to leave (4K aliasing), and a copy staged so ran 0.68-0.80
+    of a normal-store copy where this one runs 1.36-1.48x (Zen 4)."""
+    if not (isinstance(srcs, types.UniTuple) and srcs.dtype == dst and isinstance(dst.dtype, types.Float)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        element = context.get_data_type(sig.args[0].dtype)
+        line = ir.VectorType(element, LINE // context.get_abi_sizeof(element))
+        total = None
+        for array in cgutils.unpack_tuple(builder, args[2]):
+            data = context.make_array(sig.args[2].dtype)(context, builder, array).data
+            value = builder.load(builder.bitcast(builder.gep(data, [args[3]]), line.as_pointer()),
+                                 align=context.get_abi_sizeof(element))
+            total = value if total is None else builder.fadd(total, value)
+        dst_data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        store = builder.store(total, builder.bitcast(builder.gep(dst_data, [args[1]]), line.as_pointer()),
+                              align=LINE)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return types.void(dst, types.intp, srcs, types.intp), codegen
 
 
 @intrinsic

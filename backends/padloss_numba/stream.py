@@ -12,8 +12,9 @@ managed 17.5 and NumPy's one thread 20.5), so ``ceilings`` offers several of
 the same mix, to be timed in the same rounds and the best taken per round:
 this kernel with normal stores (``prange``), NumPy's own where one NumPy call
 makes the same single pass (``numpy``: a copy, a sum of two), and this kernel
-streaming its output past the caches (``nt``, non-temporal stores, as the L1
-kernel does for large outputs): the stronger yardstick for an op that streams.
+streaming its output past the caches (``nt``, non-temporal stores of whole lines
+summed straight from the inputs, where the L1 kernel stages its runs): the
+stronger yardstick for an op that streams.
 """
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ import numpy as np
 from numba import njit, prange
 
 from .disk_cache import jit
-from .indirect import call_body, compile_entry, stack_array
-from .nontemporal import STAGE_BYTES, STREAM_MIN_BYTES, drain, fence, lead_in
-from .scalars import greater, lesser
+from .indirect import call_body, compile_entry
+from .nontemporal import LINE, STREAM_MIN_BYTES, fence, lead_in, stream_sum_line
+from .scalars import lesser
 
 
 @njit(inline="always")
@@ -46,17 +47,20 @@ BODY, PIECES, STREAMED = 0, 1, 2
 
 def _piece(inputs, out, plan, piece, pieces):
     """Piece ``piece`` of ``pieces`` of the sums into ``out``: normal stores, or with
-    ``plan[STREAMED]`` staged, non-temporal runs (all normal stores when ``out`` is
-    not aligned to its item size)."""
+    ``plan[STREAMED]`` each whole aligned line of ``out`` summed from the inputs and
+    streamed in one non-temporal store, straight, with no stage (the piece's ends in
+    normal stores; all of it when ``out`` is not aligned to its item size)."""
     n = out.shape[0]
     s, end = piece * n // pieces, (piece + 1) * n // pieces
     if plan[STREAMED]:
-        stage = stack_array(out, STAGE_BYTES)
-        e = lesser(end, s + greater(lead_in(out, s), 0))   # runs after the first start on a line
-        while s < end:
-            _sums(inputs, s, stage, 0, e - s)
-            drain(out, s, stage, e - s)
-            s, e = e, lesser(end, e + stage.shape[0])
+        lead = lead_in(out, s)
+        d = end if lead < 0 else lesser(end, s + lead)   # the first line boundary
+        _sums(inputs, s, out, s, d - s)
+        per_line = LINE // out.itemsize
+        while d + per_line <= end:
+            stream_sum_line(out, d, inputs, d)
+            d += per_line
+        _sums(inputs, d, out, d, end - d)
         fence()
     else:
         _sums(inputs, s, out, s, end - s)
