@@ -125,6 +125,26 @@ def test_wide_rows_bit_exact_against_reference(case):
     _check_bit_exact(case)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("skip", [0, 2, 34, 1])
+def test_large_16bit_outputs_stream_bit_exact(dtype, skip):
+    """A float16/bfloat16 output of 16 MiB or more streams its rows' centres past the
+    caches in whole aligned lines (pad_kernel._row_streamed): the same bits, wherever
+    the output lies against a line (``skip`` bytes; rows of 2051 elements start 6 bytes
+    further on each; an odd skip misaligns the elements, which stream nothing)."""
+    from layouts import output_at
+    from padloss_numba.nontemporal import STREAM_MIN_BYTES
+
+    shape, pads = (2, 2049, 2051), (3, 5, 2, 4)
+    assert np.prod(shape) * 2 >= STREAM_MIN_BYTES
+    go = _grad(shape, pads, dtype, skip, special=True)
+    out = output_at(shape, DTYPES[dtype], skip)
+    executor = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")[1]
+    assert executor._plan.streams
+    executor.run()
+    np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
+
+
 @settings(max_examples=300)
 @given(pad_case())
 def test_matches_torch_autograd(case):
@@ -223,7 +243,7 @@ def test_channels_last_rows_fold_as_rows_of_pixels():
         if channels > 1:   # (crop, kept, before, after) of the width, times C; a W' * C row buffer
             assert list(plan._axes[4:8]) == [0, 5 * 4, 2 * 4, 1 * 4] and ws == 8 * 4 * 4
             assert ex._bound[0].shape == (2, 1, 10, 8 * 4) and ex._bound[0].flags.c_contiguous
-            assert plan._kernel is pad_plan._kernel(F32, False, "C")[0]
+            assert plan._kernel is pad_plan._kernel(F32, False, "C", False)[0]
         ex.run()
         np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
 
@@ -248,7 +268,7 @@ def test_layouts_add_no_compiled_variant():
         for out in (np.empty(shape, np.float32), np.empty((3, 2, 8, 8), np.float32).transpose(1, 0, 2, 3)):
             np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go, out, pads, out=out)),
                                           expected)
-    bodies = pad_kernel.chunk_body(F32).signatures
+    bodies = pad_kernel.chunk_body(F32, False).signatures
     assert len(bodies) == 2 and {b[0].layout for b in bodies} == set("CA")   # shared by both entries
     for layout in "CA":
-        assert len(pad_plan._kernel(F32, False, layout)[0].signatures) == 1
+        assert len(pad_plan._kernel(F32, False, layout, False)[0].signatures) == 1

@@ -28,7 +28,7 @@ atomic reference-count updates, ~50 ns a row, which dominated small tensors.
 So the kernel allocates nothing; its row buffers come from the caller's
 workspace (one per chunk of rows, ``W'`` elements each, as pad_plan sizes it).
 
-``chunk_body(kind)`` instantiates the source for one storage kind
+``chunk_body(kind, streamed)`` instantiates the source for one storage kind
 (float16/bfloat16 arrive as uint16 bits), a closure constant that Numba folds
 and keys its on-disk cache on; ``make_kernel(kind, parallel)`` the serial or
 the parallel entry point that calls it by address (padloss_numba.indirect).
@@ -45,6 +45,7 @@ from padloss import rules
 from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_even, store_sum_half_away
 from .disk_cache import jit, with_globals
 from .indirect import buffer_row, call_body
+from .nontemporal import LINE, STREAM_MIN_BYTES, fence, lead_in, stream_line
 from .noalias import NoAliasCompiler
 from .scalars import greater, lesser
 from .window import LANES, folder, mover
@@ -200,6 +201,40 @@ def _row_in_windows(out, h, src, rows, kind, crop, kept, before, after):
 
 
 @njit(inline="always")
+def _short_copy(dst, d, src, s, n):
+    """dst[d+i] = src[s+i] for i < n, as a loop (a step LLVM cannot see: no memcpy call)."""
+    step = opaque(np.uint64(1))
+    for i in range(n):
+        j = np.uint64(i) * step
+        dst[np.uint64(d) + j] = src[np.uint64(s) + j]
+
+
+@njit(inline="always")
+def _row_streamed(out, h, src, k, kind, crop, kept, before, after):
+    """``_row_in_windows`` for a row with no partner rows whose output streams past the
+    caches: the whole aligned lines of its centre leave in one non-temporal store each,
+    straight from gradOutput's row (padloss_numba.nontemporal), so they are never read in
+    first; the columns before and after them, which share a line with the windows and the
+    next row, move in normal stores. Rows whose lines are misaligned fold as before."""
+    dst, row = out[h], src[k]                       # one-row views, unit strides (_windows_fit)
+    lo, hi = crop + LANES, crop + kept - LANES      # the centre, between the windows
+    lead = lead_in(dst, lo)
+    if lead < 0:
+        _row_in_windows(out, h, src, k, kind, crop, kept, before, after)
+        return
+    per_line = LINE // dst.itemsize
+    first = lesser(lo + lead, hi)
+    stop = first + (hi - first) // per_line * per_line
+    _short_copy(dst, lo, row, before + LANES, first - lo)
+    for d in range(first, stop, per_line):
+        stream_line(dst, d, row, before + d - crop)
+    _short_copy(dst, stop, row, before + stop - crop, hi - stop)
+    _fold_window(out, h, crop + kept - LANES, src, k, before + kept - LANES, before - LANES,
+                 LANES - before, LANES, kind)
+    _fold_window(out, h, crop, src, k, before, before + kept, 0, after, kind)
+
+
+@njit(inline="always")
 def _of_two_runs(i, first, count, second):
     """The i-th row of two runs walked in one loop (one instance of its body): rows
     ``first..first+count``, then ``second..``."""
@@ -221,12 +256,18 @@ def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after,
         m0 = lesser(greater(h0, h0 + k_lo - k0), h1)
         m1 = greater(lesser(h1, h0 + k_hi - k0 + 1), m0)
     for h in range(m0, m1):
-        _row_in_windows(out, h, src, k0 + h - h0, kind, crop, kept, before, after)
+        ROW_IN_WINDOWS(out, h, src, k0 + h - h0, kind, crop, kept, before, after)
     head = m0 - h0
     for i in range(head + h1 - m1):   # the others, before and after them
         h = _of_two_runs(i, h0, head, m1)
         k = k0 + h - h0
         _fold_columns(src[k:k + 1], 0, kind, out[h:h + 1], 0, kind, crop, kept, before, after)
+
+
+# How _fold_rows_in_windows folds each row; a streamed body's copy streams them (_row_streamed).
+ROW_IN_WINDOWS = _row_in_windows
+_fold_rows_streamed = njit(inline="always")(with_globals(_fold_rows_in_windows.py_func,
+                                                         ROW_IN_WINDOWS=_row_streamed))
 
 
 @njit(inline="always")
@@ -261,7 +302,7 @@ AXES_SIZE = 10
 
 def make_kernel(kind: int, parallel: bool):
     """Compile-on-first-call entry ``kernel(grad_output, grad_input, axes, workspace)``:
-    runs the body at address ``axes[BODY]`` (``chunk_body(kind)``, compiled for
+    runs the body at address ``axes[BODY]`` (``chunk_body(kind, streamed)``, compiled for
     these argument types; padloss_numba.indirect) on each of the ``axes[CHUNKS]``
     pieces of the rows, in parallel or (the serial entry) as one piece.
 
@@ -285,10 +326,24 @@ def make_kernel(kind: int, parallel: bool):
     return jit(parallel=parallel, _nrt=False)(kernel)
 
 
+# Storage kinds whose large outputs stream past the caches (``streams``): a row's centre
+# lines straight from gradOutput in non-temporal stores. Large pad (8, 64, 256, 256), in one
+# process, bits checked: float16 1.25x, bfloat16 1.13-1.17x (1.23x for a Zen 1 target), where
+# float32 ran 0.78-0.88x (not understood: at every gap between the rows modulo 4 KiB, so not
+# 4K aliasing alone), so float32 and float64 store normally.
+STREAMED_KINDS = (F16, BF16)
+
+
+def streams(kind: int, out_nbytes: int, parallel: bool, contiguous: bool) -> bool:
+    """Whether the pad's output streams past the caches (see STREAMED_KINDS)."""
+    return parallel and contiguous and kind in STREAMED_KINDS and out_nbytes >= STREAM_MIN_BYTES
+
+
 @functools.lru_cache(maxsize=None)
-def chunk_body(kind: int):
+def chunk_body(kind: int, streamed: bool):
     """``body(grad_output, grad_input, axes, workspace, chunk, chunks)``: the rows of
-    piece ``chunk`` of ``chunks``, with workspace row ``chunk`` as its row buffer.
+    piece ``chunk`` of ``chunks``, with workspace row ``chunk`` as its row buffer; with
+    ``streamed``, the rows with no partner rows stream their centres (_row_streamed).
     Compiled once per storage kind and layout and called by address from both
     entry points (see padloss_numba.indirect)."""
     acc_kind = F64 if kind == F64 else F32
@@ -339,9 +394,12 @@ def chunk_body(kind: int):
                 else:
                     _sum2(acc, 0, 0, src, k, 0, src, k2, 0, width, kind, acc_kind)
                 _fold_columns(acc, 0, acc_kind, row, 0, kind, w_crop, w_kept, w_before, w_after)
+        if streamed:
+            fence()   # streamed stores are weakly ordered: all of them before the kernel returns
 
     windowed = kind in (F16, BF16, F32)
-    body = with_globals(body, FOLD_ROWS=_fold_rows_in_windows if windowed else _fold_rows,
+    fold_rows = (_fold_rows_streamed if streamed else _fold_rows_in_windows) if windowed else _fold_rows
+    body = with_globals(body, FOLD_ROWS=fold_rows,
                         PAIR_IN_WINDOWS=_pair_in_windows if windowed else _no_windows)
     return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
 

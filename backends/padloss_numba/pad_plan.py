@@ -14,7 +14,7 @@ from . import variants
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
-from .pad_kernel import AXES_SIZE, accumulator_dtype, chunk_body, make_kernel
+from .pad_kernel import AXES_SIZE, accumulator_dtype, chunk_body, make_kernel, streams
 
 
 def c_contiguous(meta: TensorMeta) -> bool:
@@ -62,7 +62,7 @@ _ELEMENT = {F16: numba.uint16, BF16: numba.uint16, F32: numba.float32, F64: numb
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(kind: int, parallel: bool, layout: str):
+def _kernel(kind: int, parallel: bool, layout: str, streamed: bool):
     """The entry point for one storage kind, threading mode and layout ("C" when
     both buffers are C-contiguous, else "A"), and the address of the body it
     calls (shared by the serial and the parallel entry), each compiled for that
@@ -70,14 +70,16 @@ def _kernel(kind: int, parallel: bool, layout: str):
     every array possibly unaligned, so writable or aligned buffers convert to
     it at call time and no writability, alignment or strided layout adds a
     compiled variant (there were up to 10 per kind and threading mode). One
-    dispatcher per signature, as in l1_plan."""
+    dispatcher per signature, as in l1_plan. A ``streamed`` body writes its rows' centres
+    past the caches (pad_kernel.streams says where)."""
     element = _ELEMENT[kind]
     arrays = (numba.types.Array(element, 4, layout, readonly=True, aligned=False),
               numba.types.Array(element, 4, layout, aligned=False),
               numba.types.Array(numba.int64, 1, "C"), numba.types.Array(numba.uint8, 1, "C"))
-    compiled = compile_entry(make_kernel(kind, parallel), chunk_body(kind), arrays)
+    compiled = compile_entry(make_kernel(kind, parallel), chunk_body(kind, streamed), arrays)
     variants.record("circular_pad2d_backward", variants.KIND_NAME[kind],
-                    "C-contiguous" if layout == "C" else "any layout", parallel)
+                    ("C-contiguous" if layout == "C" else "any layout") + (" streamed" if streamed else ""),
+                    parallel)
     return compiled
 
 
@@ -105,7 +107,9 @@ class CircularPadPlan:
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
         layout = "C" if c_contiguous(grad_output) and c_contiguous(grad_input) else "A"
-        self._kernel, body = _kernel(kind, self._parallel, layout)
+        out_nbytes = grad_input.size * _ELEMENT[kind].bitwidth // 8
+        self.streams = streams(kind, out_nbytes, self._parallel, layout == "C")   # past the caches
+        self._kernel, body = _kernel(kind, self._parallel, layout, self.streams)
         rows = grad_input.size // width
         # pieces of the rows for the threads, each with a row buffer in the workspace
         chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
