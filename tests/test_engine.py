@@ -413,7 +413,8 @@ x = np.arange(6, dtype=np.float32).reshape(2, 3)
 _, l1 = padloss.l1_loss_backward_get_workspace_size(np.float32(1), x, np.zeros(3, np.float32), "sum",
                                                     np.empty((2, 3), np.float32))
 l1_body = l1_kernel.chunk_body((2, 2, 2, 2), 2, True, False)   # float32 throughout, "sum": exact
-kernels = [_kernel(2, False, "C", False)[0], chunk_body(2, False), l1._plan._kernel, l1_body]   # one signature each
+# one signature each
+kernels = [_kernel(2, False, "C", False)[0], chunk_body(2, False), l1._plan._kernel, l1_body]
 print(json.dumps({"hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
                   "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels),
                   "corner": float(out[0, 0, 0, 0]), "l1": l1.run().tolist()}))
@@ -498,8 +499,8 @@ def _kernels():
     from padloss_numba import l1_kernel, pad_kernel, stream
     from padloss_numba.convert import BF16, F32
 
-    return [pad_kernel.chunk_body(F32, False), pad_kernel.chunk_body(BF16, True), pad_kernel.make_kernel(F32, True),
-            l1_kernel.make_kernel(True),
+    return [pad_kernel.chunk_body(F32, False), pad_kernel.chunk_body(BF16, True),
+            pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(True),
             l1_kernel.make_kernel(False), l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, False),
             l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True), *stream.dispatchers()]
 

@@ -45,8 +45,8 @@ from padloss import rules
 from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_even, store_sum_half_away
 from .disk_cache import jit, with_globals
 from .indirect import buffer_row, call_body
-from .nontemporal import LINE, STREAM_MIN_BYTES, fence, lead_in, stream_line
 from .noalias import NoAliasCompiler
+from .nontemporal import LINE, STREAM_MIN_BYTES, fence, lead_in, stream_line
 from .scalars import greater, lesser
 from .window import LANES, folder, mover
 
