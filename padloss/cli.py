@@ -666,8 +666,8 @@ def format_report(report: dict) -> str:
         "x ceil: GB/s / the ceiling's: per round, the best of a prange kernel and NumPy's own streaming",
         "  the op's read/write mix (pad: a copy; L1: 2 reads + 1 write, 3 + 1 for none) in normal",
         "  stores, timed in the same rounds. x nt: / the same mix with the output streamed past the",
-        "  caches (non-temporal stores, from 16 MiB), as L1 streams its large outputs (so x ceil",
-        "  can pass 1 there).",
+        "  caches (non-temporal stores, from 16 MiB), as L1 and the 16-bit pad stream their large",
+        "  outputs (so x ceil can pass 1 there).",
     ]
     if threads["torch"] is not None:
         lines += [f"x torch: speedup over {benchmark.TORCH_AUTOGRAD}. What runs torch is timed in a child "
