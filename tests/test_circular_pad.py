@@ -125,18 +125,19 @@ def test_wide_rows_bit_exact_against_reference(case):
     _check_bit_exact(case)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("skip", [0, 2, 34, 1])
-def test_large_16bit_outputs_stream_bit_exact(dtype, skip):
-    """A float16/bfloat16 output of 16 MiB or more streams its rows' centres past the
-    caches in whole aligned lines (pad_kernel._row_streamed): the same bits, wherever
-    the output lies against a line (``skip`` bytes; rows of 2051 elements start 6 bytes
-    further on each; an odd skip misaligns the elements, which stream nothing)."""
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("skip", [0, 2, 36, 1])
+def test_large_outputs_stream_bit_exact(dtype, skip):
+    """An output of 16 MiB or more streams its rows' centres past the caches in whole
+    aligned lines where that pays (pad_kernel._row_streamed): the same bits, wherever
+    the output lies against a line (``skip`` bytes; rows of 2051 elements start 6 or 12
+    bytes further on each, so some rows stream and some fold as before; a skip that is no
+    multiple of the element size misaligns the elements, which stream nothing)."""
     from layouts import output_at
     from padloss_numba.nontemporal import STREAM_MIN_BYTES
 
     shape, pads = (2, 2049, 2051), (3, 5, 2, 4)
-    assert np.prod(shape) * 2 >= STREAM_MIN_BYTES
+    assert np.prod(shape) * 2 >= STREAM_MIN_BYTES   # float16's and bfloat16's bytes
     go = _grad(shape, pads, dtype, skip, special=True)
     out = output_at(shape, DTYPES[dtype], skip)
     executor = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")[1]

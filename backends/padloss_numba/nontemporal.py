@@ -32,7 +32,7 @@ STAGE_BYTES = 1024   # the staging run: 16 lines (512 B to 2 KiB ran alike, 256 
 
 
 @intrinsic
-def _address(typingctx, arr, index):
+def address(typingctx, arr, index):
     """The byte address of ``arr[index]`` (1-D arrays)."""
 
     def codegen(context, builder, sig, args):
@@ -108,10 +108,10 @@ def fence(typingctx):
 def lead_in(dst, index):
     """How many elements from ``dst[index]`` to the next line boundary (0 on one);
     -1 when ``dst``'s elements are not aligned to their size, so no line is ever whole."""
-    address = _address(dst, index)
-    if address % dst.itemsize != 0:
+    at = address(dst, index)
+    if at % dst.itemsize != 0:
         return -1
-    return ((LINE - address % LINE) % LINE) // dst.itemsize
+    return ((LINE - at % LINE) % LINE) // dst.itemsize
 
 
 @njit(inline="always")

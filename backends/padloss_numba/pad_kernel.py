@@ -46,7 +46,7 @@ from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_ev
 from .disk_cache import jit, with_globals
 from .indirect import buffer_row, call_body
 from .noalias import NoAliasCompiler
-from .nontemporal import LINE, STREAM_MIN_BYTES, fence, lead_in, stream_line
+from .nontemporal import LINE, STREAM_MIN_BYTES, address, fence, lead_in, stream_line
 from .scalars import greater, lesser
 from .window import LANES, folder, mover
 
@@ -210,23 +210,32 @@ def _short_copy(dst, d, src, s, n):
 
 
 @njit(inline="always")
+def _crosses_line(dst, index):
+    """Whether a window stored at ``dst[index]`` (LANES elements) spans two cache lines."""
+    return address(dst, index) % LINE + LANES * dst.itemsize > LINE
+
+
+@njit(inline="always")
 def _row_streamed(out, h, src, k, kind, crop, kept, before, after):
     """``_row_in_windows`` for a row with no partner rows whose output streams past the
     caches: the whole aligned lines of its centre leave in one non-temporal store each,
     straight from gradOutput's row (padloss_numba.nontemporal), so they are never read in
     first; the columns before and after them, which share a line with the windows and the
-    next row, move in normal stores. Rows whose lines are misaligned fold as before."""
+    next row, move in normal stores. A row streams only where that leaves at least 7/8 of
+    its bytes to streamed lines and no window's store crosses a line; others fold as
+    before. Measured beside streamed lines (large pad, output 0-56 bytes past a line):
+    rows with a quarter of their bytes in normal lines ran 0.79-0.87x, a window store
+    split across two lines halved float32 rows; where streamed, 1.06-1.41x."""
     dst, row = out[h], src[k]                       # one-row views, unit strides (_windows_fit)
     lo, hi = crop + LANES, crop + kept - LANES      # the centre, between the windows
     lead = lead_in(dst, lo)
-    if lead < 0:
+    first = lesser(lo + greater(lead, 0), hi)
+    stop = first + (hi - first) // (LINE // dst.itemsize) * (LINE // dst.itemsize)
+    if lead < 0 or 8 * (stop - first) < 7 * kept or _crosses_line(dst, crop) or _crosses_line(dst, hi):
         _row_in_windows(out, h, src, k, kind, crop, kept, before, after)
         return
-    per_line = LINE // dst.itemsize
-    first = lesser(lo + lead, hi)
-    stop = first + (hi - first) // per_line * per_line
     _short_copy(dst, lo, row, before + LANES, first - lo)
-    for d in range(first, stop, per_line):
+    for d in range(first, stop, LINE // dst.itemsize):
         stream_line(dst, d, row, before + d - crop)
     _short_copy(dst, stop, row, before + stop - crop, hi - stop)
     _fold_window(out, h, crop + kept - LANES, src, k, before + kept - LANES, before - LANES,
@@ -327,11 +336,12 @@ def make_kernel(kind: int, parallel: bool):
 
 
 # Storage kinds whose large outputs stream past the caches (``streams``): a row's centre
-# lines straight from gradOutput in non-temporal stores. Large pad (8, 64, 256, 256), in one
-# process, bits checked: float16 1.25x, bfloat16 1.13-1.17x (1.23x for a Zen 1 target), where
-# float32 ran 0.78-0.88x (not understood: at every gap between the rows modulo 4 KiB, so not
-# 4K aliasing alone), so float32 and float64 store normally.
-STREAMED_KINDS = (F16, BF16)
+# lines straight from gradOutput in non-temporal stores, row by row where that pays
+# (_row_streamed). Large pad (8, 64, 256, 256), against the same rows stored normally, in
+# one process, bits checked, output 0-56 bytes past a line: float32 0.98-1.31x (0.99-1.42x
+# for a Zen 1 target), float16 1.00-1.25x, bfloat16 0.99-1.06x (1.00-1.08x). float64 rows
+# fold through the row buffer, and store normally.
+STREAMED_KINDS = (F16, BF16, F32)
 
 
 def streams(kind: int, out_nbytes: int, parallel: bool, contiguous: bool) -> bool:
