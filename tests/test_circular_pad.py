@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import padloss
-from layouts import LAYOUTS, Guarded, bits, with_layout
+from layouts import LAYOUTS, Guarded, bits, output_at, with_layout
 from padloss import reference
 from shared import json_at_thread_counts, pad_axis
 
@@ -133,7 +133,6 @@ def test_large_outputs_stream_bit_exact(dtype, skip):
     the output lies against a line (``skip`` bytes; rows of 2051 elements start 6 or 12
     bytes further on each, so some rows stream and some fold as before; a skip that is no
     multiple of the element size misaligns the elements, which stream nothing)."""
-    from layouts import output_at
     from padloss_numba.nontemporal import STREAM_MIN_BYTES
 
     shape, pads = (2, 2049, 2051), (3, 5, 2, 4)

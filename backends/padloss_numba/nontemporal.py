@@ -44,43 +44,26 @@ def address(typingctx, arr, index):
 
 @intrinsic
 def stream_line(typingctx, dst, dst_index, src, src_index):
-    """One line of ``src`` from ``src_index`` (any alignment) to ``dst[dst_index:]``, which
-    the caller has checked starts on a line boundary, in one non-temporal store."""
-    if dst.dtype != src.dtype:
+    """One line from ``src_index`` (any alignment) to ``dst[dst_index:]``, which the caller
+    has checked starts on a line boundary, in one non-temporal store: of ``src``, an array
+    of ``dst``'s dtype, or the sum, left to right, of a tuple of such float arrays. No
+    stage for the sum: a copy staged as ``drain`` does ran 0.66-0.80 of a normal-store
+    copy, streamed straight 1.36-1.48x (Zen 4; the stage's place against the output
+    modulo 4 KiB moved the staged figure, and cured it nowhere)."""
+    summed = isinstance(src, types.UniTuple)
+    if summed and not (src.dtype == dst and isinstance(dst.dtype, types.Float)):
+        return None
+    if not summed and src.dtype != dst.dtype:
         return None
 
     def codegen(context, builder, sig, args):
         element = context.get_data_type(sig.args[0].dtype)
         line = ir.VectorType(element, LINE // context.get_abi_sizeof(element))
-        src_data = context.make_array(sig.args[2])(context, builder, args[2]).data
-        dst_data = context.make_array(sig.args[0])(context, builder, args[0]).data
-        value = builder.load(builder.bitcast(builder.gep(src_data, [args[3]]), line.as_pointer()),
-                             align=context.get_abi_sizeof(element))
-        store = builder.store(value, builder.bitcast(builder.gep(dst_data, [args[1]]), line.as_pointer()),
-                              align=LINE)
-        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
-        return context.get_dummy_value()
-
-    return types.void(dst, types.intp, src, types.intp), codegen
-
-
-@intrinsic
-def stream_sum_line(typingctx, dst, dst_index, srcs, src_index):
-    """``dst[dst_index:]``'s line = the sum, left to right, of each of ``srcs``' (a tuple
-    of float arrays of ``dst``'s dtype) line from ``src_index`` (any alignment), in
-    one non-temporal store; the caller has checked ``dst_index`` starts a line. No
-    stage: a copy staged as ``drain`` does ran 0.66-0.80 of a normal-store copy, this
-    one 1.36-1.48x (Zen 4; the stage's place against the output modulo 4 KiB moved the
-    staged figure, and cured it nowhere)."""
-    if not (isinstance(srcs, types.UniTuple) and srcs.dtype == dst and isinstance(dst.dtype, types.Float)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        element = context.get_data_type(sig.args[0].dtype)
-        line = ir.VectorType(element, LINE // context.get_abi_sizeof(element))
+        arrays = cgutils.unpack_tuple(builder, args[2]) if summed else [args[2]]
+        array_type = sig.args[2].dtype if summed else sig.args[2]
         total = None
-        for array in cgutils.unpack_tuple(builder, args[2]):
-            data = context.make_array(sig.args[2].dtype)(context, builder, array).data
+        for array in arrays:
+            data = context.make_array(array_type)(context, builder, array).data
             value = builder.load(builder.bitcast(builder.gep(data, [args[3]]), line.as_pointer()),
                                  align=context.get_abi_sizeof(element))
             total = value if total is None else builder.fadd(total, value)
@@ -90,7 +73,7 @@ def stream_sum_line(typingctx, dst, dst_index, srcs, src_index):
         store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
         return context.get_dummy_value()
 
-    return types.void(dst, types.intp, srcs, types.intp), codegen
+    return types.void(dst, types.intp, src, types.intp), codegen
 
 
 @intrinsic

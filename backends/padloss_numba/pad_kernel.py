@@ -79,6 +79,16 @@ COPY_LOOP_MIN_BYTES = 384
 
 
 @njit(inline="always")
+def _copy_loop(dst, r, d, a, ra, ia, n):
+    """dst[r, d+i] = a[ra, ia+i] for i < n, as a loop: a step LLVM cannot see is 1, so no
+    memcpy call, a vector loop behind a run-time "step == 1" check."""
+    step = opaque(np.uint64(1))
+    for i in range(n):
+        j = np.uint64(i) * step
+        dst[r, np.uint64(d) + j] = a[ra, np.uint64(ia) + j]
+
+
+@njit(inline="always")
 def _sum1(dst, r, d, a, ra, ia, n, src_kind, out_kind):
     """dst[r, d+i] = a[ra, ia+i] for i < n, converted and rounded."""
     if src_kind == out_kind:
@@ -89,10 +99,7 @@ def _sum1(dst, r, d, a, ra, ia, n, src_kind, out_kind):
             for i in range(n):
                 dst[r, np.uint64(d + i)] = a[ra, np.uint64(ia + i)]
         else:
-            step = opaque(np.uint64(1))     # a step LLVM cannot see is 1: no memcpy, a vector
-            for i in range(n):               # loop behind a run-time "step == 1" check
-                j = np.uint64(i) * step
-                dst[r, np.uint64(d) + j] = a[ra, np.uint64(ia) + j]
+            _copy_loop(dst, r, d, a, ra, ia, n)
     else:
         for i in range(n):
             dst[r, np.uint64(d + i)] = final_round(out_kind, load(src_kind, a[ra, np.uint64(ia + i)]))
@@ -201,15 +208,6 @@ def _row_in_windows(out, h, src, rows, kind, crop, kept, before, after):
 
 
 @njit(inline="always")
-def _short_copy(dst, d, src, s, n):
-    """dst[d+i] = src[s+i] for i < n, as a loop (a step LLVM cannot see: no memcpy call)."""
-    step = opaque(np.uint64(1))
-    for i in range(n):
-        j = np.uint64(i) * step
-        dst[np.uint64(d) + j] = src[np.uint64(s) + j]
-
-
-@njit(inline="always")
 def _crosses_line(dst, index):
     """Whether a window stored at ``dst[index]`` (LANES elements) spans two cache lines."""
     return address(dst, index) % LINE + LANES * dst.itemsize > LINE
@@ -228,16 +226,17 @@ def _row_streamed(out, h, src, k, kind, crop, kept, before, after):
     split across two lines halved float32 rows; where streamed, 1.06-1.41x."""
     dst, row = out[h], src[k]                       # one-row views, unit strides (_windows_fit)
     lo, hi = crop + LANES, crop + kept - LANES      # the centre, between the windows
+    per_line = LINE // dst.itemsize
     lead = lead_in(dst, lo)
     first = lesser(lo + greater(lead, 0), hi)
-    stop = first + (hi - first) // (LINE // dst.itemsize) * (LINE // dst.itemsize)
+    stop = first + (hi - first) // per_line * per_line
     if lead < 0 or 8 * (stop - first) < 7 * kept or _crosses_line(dst, crop) or _crosses_line(dst, hi):
         _row_in_windows(out, h, src, k, kind, crop, kept, before, after)
         return
-    _short_copy(dst, lo, row, before + LANES, first - lo)
-    for d in range(first, stop, LINE // dst.itemsize):
+    _copy_loop(out, h, lo, src, k, before + LANES, first - lo)
+    for d in range(first, stop, per_line):
         stream_line(dst, d, row, before + d - crop)
-    _short_copy(dst, stop, row, before + stop - crop, hi - stop)
+    _copy_loop(out, h, stop, src, k, before + stop - crop, hi - stop)
     _fold_window(out, h, crop + kept - LANES, src, k, before + kept - LANES, before - LANES,
                  LANES - before, LANES, kind)
     _fold_window(out, h, crop, src, k, before, before + kept, 0, after, kind)

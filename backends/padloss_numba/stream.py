@@ -26,7 +26,7 @@ from numba import njit, prange
 
 from .disk_cache import jit
 from .indirect import call_body, compile_entry
-from .nontemporal import LINE, STREAM_MIN_BYTES, fence, lead_in, stream_sum_line
+from .nontemporal import LINE, STREAM_MIN_BYTES, fence, lead_in, stream_line
 from .scalars import lesser
 
 
@@ -58,7 +58,7 @@ def _piece(inputs, out, plan, piece, pieces):
         _sums(inputs, s, out, s, d - s)
         per_line = LINE // out.itemsize
         while d + per_line <= end:
-            stream_sum_line(out, d, inputs, d)
+            stream_line(out, d, inputs, d)
             d += per_line
         _sums(inputs, d, out, d, end - d)
         fence()
