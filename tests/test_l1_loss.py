@@ -348,8 +348,9 @@ def test_bits_do_not_depend_on_thread_count():
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
 @pytest.mark.parametrize("skip", [0, 4, 26, 60, 1])
 def test_streamed_output_bit_exact(streamed, mix, reduction, skip):
-    """Non-temporal stores: runs before a row's first line boundary, whole lines, and
-    the rest, in rows starting at every alignment; misaligned elements store normally."""
+    """Non-temporal stores: runs before a row's first line boundary, whole steps of lines,
+    and the rest, in rows starting at every alignment; rows of other strides in runs;
+    misaligned elements store normally."""
     rng = np.random.default_rng(skip)
     n = 40_009                                        # parallel, and not a whole number of lines
     go_shape = () if reduction != "none" else (n,)
@@ -368,6 +369,13 @@ def test_streamed_output_bit_exact(streamed, mix, reduction, skip):
     out = output_at((37, 1030), expected.dtype, skip)[:, 3:1004]
     out[...] = 7
     padloss.l1_loss_backward(go2, x2, t2, reduction, out=out)
+    np.testing.assert_array_equal(bits(out), bits(expected))
+    # a target broadcast along the rows (inner stride 0): no whole steps, runs only
+    t3 = _values(rng, (37, 1), mix[2], special=True)
+    expected = reference.l1_loss_backward(go2, x2, t3, reduction, out_dtype=mix[3])
+    out = output_at((37, 1001), expected.dtype, skip)
+    out[...] = 7
+    padloss.l1_loss_backward(go2, x2, t3, reduction, out=out)
     np.testing.assert_array_equal(bits(out), bits(expected))
 
 

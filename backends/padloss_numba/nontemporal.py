@@ -43,37 +43,56 @@ def address(typingctx, arr, index):
 
 
 @intrinsic
-def stream_line(typingctx, dst, dst_index, src, src_index):
-    """One line from ``src_index`` (any alignment) to ``dst[dst_index:]``, which the caller
-    has checked starts on a line boundary, in one non-temporal store: of ``src``, an array
-    of ``dst``'s dtype, or the sum, left to right, of a tuple of such float arrays. No
-    stage for the sum: a copy staged as ``drain`` does ran 0.66-0.80 of a normal-store
-    copy, streamed straight 1.36-1.48x (Zen 4; the stage's place against the output
-    modulo 4 KiB moved the staged figure, and cured it nowhere)."""
+def item_bytes(typingctx, arr):
+    """The size of ``arr``'s elements, a constant of its type: ``arr.itemsize`` is read from
+    the array at run time, so ``LINE // arr.itemsize`` stayed a division in every row."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        size = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
+        return ir.Constant(context.get_value_type(types.intp), size)
+
+    return types.intp(arr), codegen
+
+
+@intrinsic
+def stream_lines(typingctx, dst, dst_index, src, src_index, lines):
+    """``lines`` lines (a literal) from ``src_index`` (any alignment) to ``dst[dst_index:]``,
+    which the caller has checked starts on a line boundary, in one non-temporal vector
+    store: of ``src``, an array of ``dst``'s dtype, or the sum, left to right, of a tuple
+    of such float arrays. No stage for the sum: a copy staged as ``drain`` does ran
+    0.66-0.80 of a normal-store copy, streamed straight 1.36-1.48x (Zen 4; the stage's
+    place against the output modulo 4 KiB moved the staged figure, and cured it nowhere).
+    Lines computed into a stage just before stay in registers where the stage's stores
+    match this load (LLVM forwards them); two lines take the 128-byte vector a 16-bit
+    pick writes under AVX-512 (one line, loaded as half of it, was stored in four pieces)."""
     summed = isinstance(src, types.UniTuple)
     if summed and not (src.dtype == dst and isinstance(dst.dtype, types.Float)):
         return None
     if not summed and src.dtype != dst.dtype:
         return None
+    if not isinstance(lines, types.IntegerLiteral):
+        return None
 
     def codegen(context, builder, sig, args):
         element = context.get_data_type(sig.args[0].dtype)
-        line = ir.VectorType(element, LINE // context.get_abi_sizeof(element))
+        vector = ir.VectorType(element, lines.literal_value * LINE // context.get_abi_sizeof(element))
         arrays = cgutils.unpack_tuple(builder, args[2]) if summed else [args[2]]
         array_type = sig.args[2].dtype if summed else sig.args[2]
         total = None
         for array in arrays:
             data = context.make_array(array_type)(context, builder, array).data
-            value = builder.load(builder.bitcast(builder.gep(data, [args[3]]), line.as_pointer()),
+            value = builder.load(builder.bitcast(builder.gep(data, [args[3]]), vector.as_pointer()),
                                  align=context.get_abi_sizeof(element))
             total = value if total is None else builder.fadd(total, value)
         dst_data = context.make_array(sig.args[0])(context, builder, args[0]).data
-        store = builder.store(total, builder.bitcast(builder.gep(dst_data, [args[1]]), line.as_pointer()),
+        store = builder.store(total, builder.bitcast(builder.gep(dst_data, [args[1]]), vector.as_pointer()),
                               align=LINE)
         store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
         return context.get_dummy_value()
 
-    return types.void(dst, types.intp, src, types.intp), codegen
+    return types.void(dst, types.intp, src, types.intp, lines), codegen
 
 
 @intrinsic
@@ -91,17 +110,17 @@ def fence(typingctx):
 def lead_in(dst, index):
     """How many elements from ``dst[index]`` to the next line boundary (0 on one);
     -1 when ``dst``'s elements are not aligned to their size, so no line is ever whole."""
-    at = address(dst, index)
-    if at % dst.itemsize != 0:
+    at, size = address(dst, index), item_bytes(dst)
+    if at % size != 0:
         return -1
-    return ((LINE - at % LINE) % LINE) // dst.itemsize
+    return ((LINE - at % LINE) % LINE) // size
 
 
 @njit(inline="always")
 def drain(dst, start, stage, count):
     """``dst[start:start + count] = stage[:count]``, whole aligned lines non-temporally
     (all of it in normal stores when ``dst``'s elements are misaligned)."""
-    per_line = LINE // dst.itemsize
+    per_line = LINE // item_bytes(dst)
     lead = lead_in(dst, start)
     lead = count if lead < 0 else lesser(count, lead)
     lines = (count - lead) // per_line
@@ -109,7 +128,7 @@ def drain(dst, start, stage, count):
         dst[start + i] = stage[i]
     d, s = start + lead, lead
     for _ in range(lines):
-        stream_line(dst, d, stage, s)
+        stream_lines(dst, d, stage, s, 1)
         d += per_line
         s += per_line
     for i in range(lead + lines * per_line, count):

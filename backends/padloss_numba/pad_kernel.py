@@ -46,7 +46,7 @@ from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_ev
 from .disk_cache import jit, with_globals
 from .indirect import buffer_row, call_body
 from .noalias import NoAliasCompiler
-from .nontemporal import LINE, STREAM_MIN_BYTES, address, fence, lead_in, stream_line
+from .nontemporal import LINE, STREAM_MIN_BYTES, address, fence, item_bytes, lead_in, stream_lines
 from .scalars import greater, lesser
 from .window import LANES, folder, mover
 
@@ -226,7 +226,7 @@ def _row_streamed(out, h, src, k, kind, crop, kept, before, after):
     split across two lines halved float32 rows; where streamed, 1.06-1.41x."""
     dst, row = out[h], src[k]                       # one-row views, unit strides (_windows_fit)
     lo, hi = crop + LANES, crop + kept - LANES      # the centre, between the windows
-    per_line = LINE // dst.itemsize
+    per_line = LINE // item_bytes(dst)
     lead = lead_in(dst, lo)
     first = lesser(lo + greater(lead, 0), hi)
     stop = first + (hi - first) // per_line * per_line
@@ -235,7 +235,7 @@ def _row_streamed(out, h, src, k, kind, crop, kept, before, after):
         return
     _copy_loop(out, h, lo, src, k, before + LANES, first - lo)
     for d in range(first, stop, per_line):
-        stream_line(dst, d, row, before + d - crop)
+        stream_lines(dst, d, row, before + d - crop, 1)
     _copy_loop(out, h, stop, src, k, before + stop - crop, hi - stop)
     _fold_window(out, h, crop + kept - LANES, src, k, before + kept - LANES, before - LANES,
                  LANES - before, LANES, kind)

@@ -26,7 +26,7 @@ from numba import njit, prange
 
 from .disk_cache import jit
 from .indirect import call_body, compile_entry
-from .nontemporal import LINE, STREAM_MIN_BYTES, fence, lead_in, stream_line
+from .nontemporal import LINE, STREAM_MIN_BYTES, fence, item_bytes, lead_in, stream_lines
 from .scalars import lesser
 
 
@@ -56,9 +56,9 @@ def _piece(inputs, out, plan, piece, pieces):
         lead = lead_in(out, s)
         d = end if lead < 0 else lesser(end, s + lead)   # the first line boundary
         _sums(inputs, s, out, s, d - s)
-        per_line = LINE // out.itemsize
+        per_line = LINE // item_bytes(out)
         while d + per_line <= end:
-            stream_line(out, d, inputs, d)
+            stream_lines(out, d, inputs, d, 1)
             d += per_line
         _sums(inputs, d, out, d, end - d)
         fence()
