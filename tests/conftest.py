@@ -21,9 +21,9 @@ def streamed(monkeypatch):
     """Every parallel L1 plan streams its output past the caches however small it is
     (the size threshold is about speed, not results); plans are built afresh."""
     import padloss
-    from padloss_numba import l1_plan
+    from padloss_numba import nontemporal
 
-    monkeypatch.setattr(l1_plan, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(nontemporal, "STREAM_MIN_BYTES", 0)
     padloss.plan_cache.clear()
     yield
     padloss.plan_cache.clear()

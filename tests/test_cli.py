@@ -199,7 +199,8 @@ def test_ceilings_write_the_sum_of_their_inputs(n_inputs, skip):
     bytes past a line: misaligned elements at 6 stream nothing), with ends that are no
     whole line."""
     from layouts import output_at
-    from padloss_numba.stream import STREAM_MIN_BYTES, ceilings_over
+    from padloss_numba.nontemporal import STREAM_MIN_BYTES
+    from padloss_numba.stream import ceilings_over
 
     n = STREAM_MIN_BYTES // 4 + 37
     rng = np.random.default_rng(n_inputs)

@@ -24,12 +24,11 @@ from padloss.arrays import TensorMeta
 from padloss.problem import Problem
 from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtype
 
-from . import variants
+from . import nontemporal, variants
 from .convert import STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_entry
 from .l1_kernel import BODY, INT, NEST_SIZE, RANK, chunk_body, make_kernel
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
-from .nontemporal import STREAM_MIN_BYTES
 
 MAX_BLOCK = 1 << 18    # inner elements per work item, at most (shorter blocks streamed ~3% slower)
 CHUNKS_PER_THREAD = 2  # work pieces per thread (the work is uniform; 2 evens out a late start)
@@ -166,8 +165,8 @@ class L1LossBackwardPlan:
         chunks = max(1, min(items, chunks))
         # an output far larger than the caches, walked contiguously (steps[-1]: its inner
         # stride), is streamed past them
-        self.streams = (self._parallel and dims[-1] > 1 and steps[-1] == 1
-                        and problem.output.size * _storage(metas[3]).itemsize >= STREAM_MIN_BYTES)
+        self.streams = nontemporal.streams(problem.output.size * _storage(metas[3]).itemsize, self._parallel,
+                                           dims[-1] > 1 and steps[-1] == 1)
         # the loop nest, and a slot for the body's address (set below)
         nest = np.array(dims + steps + starts + (block, chunks, 0), np.int64)
         assert len(nest) == NEST_SIZE

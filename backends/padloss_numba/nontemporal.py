@@ -31,6 +31,13 @@ STREAM_MIN_BYTES = 1 << 24
 STAGE_BYTES = 1024   # the staging run: 16 lines (512 B to 2 KiB ran alike, 256 B 10% slower; 8 KiB stalled)
 
 
+def streams(out_nbytes: int, parallel: bool, contiguous: bool) -> bool:
+    """Whether a kernel's output streams past the caches: the one rule for every kernel.
+    Only an output of STREAM_MIN_BYTES or more, walked contiguously (so its lines are
+    written whole), by a parallel kernel (a serial one's output is small)."""
+    return parallel and contiguous and out_nbytes >= STREAM_MIN_BYTES
+
+
 @intrinsic
 def address(typingctx, arr, index):
     """The byte address of ``arr[index]`` (1-D arrays)."""

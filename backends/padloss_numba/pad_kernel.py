@@ -42,11 +42,12 @@ from numba import njit, prange
 
 from padloss import rules
 
+from . import nontemporal
 from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_even, store_sum_half_away
 from .disk_cache import jit, with_globals
 from .indirect import buffer_row, call_body
 from .noalias import NoAliasCompiler
-from .nontemporal import LINE, STREAM_MIN_BYTES, address, fence, item_bytes, lead_in, stream_lines
+from .nontemporal import LINE, address, fence, item_bytes, lead_in, stream_lines
 from .scalars import greater, lesser
 from .window import LANES, folder, mover
 
@@ -344,8 +345,9 @@ STREAMED_KINDS = (F16, BF16, F32)
 
 
 def streams(kind: int, out_nbytes: int, parallel: bool, contiguous: bool) -> bool:
-    """Whether the pad's output streams past the caches (see STREAMED_KINDS)."""
-    return parallel and contiguous and kind in STREAMED_KINDS and out_nbytes >= STREAM_MIN_BYTES
+    """Whether the pad's output streams past the caches: as ``nontemporal.streams`` says,
+    for the kinds that gain from it (STREAMED_KINDS)."""
+    return kind in STREAMED_KINDS and nontemporal.streams(out_nbytes, parallel, contiguous)
 
 
 @functools.lru_cache(maxsize=None)

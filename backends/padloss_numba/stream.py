@@ -24,9 +24,10 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from . import nontemporal as nt
 from .disk_cache import jit
 from .indirect import call_body, compile_entry
-from .nontemporal import LINE, STREAM_MIN_BYTES, fence, item_bytes, lead_in, stream_lines
+from .nontemporal import LINE, fence, item_bytes, lead_in, stream_lines
 from .scalars import lesser
 
 
@@ -115,7 +116,7 @@ def _pieces(out: np.ndarray, nontemporal: bool) -> tuple[int, bool]:
     ``nontemporal`` and an output as large as the ops stream past the caches, two
     streamed runs per thread, as the ops would."""
     threads = numba.get_num_threads()
-    if nontemporal and out.nbytes >= STREAM_MIN_BYTES:
+    if nontemporal and nt.streams(out.nbytes, True, True):
         return 2 * threads, True
     return threads, False
 
