@@ -58,6 +58,9 @@ from .window import LANES, folder, mover
 final_round = {"half_away_from_zero": store_sum_half_away,
                "half_to_even": store_nearest_even}[rules.PAD_FINAL_ROUNDING]
 _fold_window = folder(NARROW[final_round])   # a row's wrapped run, eight lanes at once
+# float32 rows whose 32-byte windows would cross a line stream with 16-byte ones (_row_streamed)
+NARROW_LANES = LANES // 2
+_fold_narrow = folder(NARROW[final_round], NARROW_LANES)
 _move_window, _move_two_windows = mover(LANES, NARROW[final_round]), mover(2 * LANES, NARROW[final_round])
 
 
@@ -209,38 +212,65 @@ def _row_in_windows(out, h, src, rows, kind, crop, kept, before, after):
 
 
 @njit(inline="always")
-def _crosses_line(dst, index):
-    """Whether a window stored at ``dst[index]`` (LANES elements) spans two cache lines."""
-    return address(dst, index) % LINE + LANES * dst.itemsize > LINE
+def _crosses_line(dst, index, lanes):
+    """Whether a window of ``lanes`` elements stored at ``dst[index]`` spans two cache lines."""
+    return address(dst, index) % LINE + lanes * item_bytes(dst) > LINE
+
+
+@njit(inline="always")
+def _streams_in(dst, crop, kept, lanes):
+    """Whether a row streams (``_stream_centre``) between windows of ``lanes``: where at least
+    7/8 of its bytes leave in streamed lines and neither window's store crosses a line."""
+    lo, hi = crop + lanes, crop + kept - lanes
+    lead = lead_in(dst, lo)
+    first, per_line = lesser(lo + greater(lead, 0), hi), LINE // item_bytes(dst)
+    streamed = (hi - first) // per_line * per_line   # elements in whole lines
+    return (lead >= 0 and 8 * streamed >= 7 * kept
+            and not _crosses_line(dst, crop, lanes) and not _crosses_line(dst, hi, lanes))
+
+
+@njit(inline="always")
+def _stream_centre(out, h, src, k, kind, crop, kept, before, after, lanes, fold):
+    """Row h's centre between windows of ``lanes`` (``fold``, a folder of that width): its
+    whole aligned lines in one non-temporal store each, straight from gradOutput's row;
+    the columns before and after them, and the windows, in normal stores."""
+    dst, row = out[h], src[k]                       # one-row views, unit strides (_windows_fit)
+    lo, hi = crop + lanes, crop + kept - lanes      # the centre, between the windows
+    per_line = LINE // item_bytes(dst)
+    first = lesser(lo + greater(lead_in(dst, lo), 0), hi)
+    stop = first + (hi - first) // per_line * per_line
+    _copy_loop(out, h, lo, src, k, before + lanes, first - lo)
+    for d in range(first, stop, per_line):
+        stream_lines(dst, d, row, before + d - crop, 1)
+    _copy_loop(out, h, stop, src, k, before + stop - crop, hi - stop)
+    fold(out, h, crop + kept - lanes, src, k, before + kept - lanes, before - lanes, lanes - before, lanes,
+         kind)
+    fold(out, h, crop, src, k, before, before + kept, 0, after, kind)
 
 
 @njit(inline="always")
 def _row_streamed(out, h, src, k, kind, crop, kept, before, after):
     """``_row_in_windows`` for a row with no partner rows whose output streams past the
-    caches: the whole aligned lines of its centre leave in one non-temporal store each,
-    straight from gradOutput's row (padloss_numba.nontemporal), so they are never read in
-    first; the columns before and after them, which share a line with the windows and the
-    next row, move in normal stores. A row streams only where that leaves at least 7/8 of
-    its bytes to streamed lines and no window's store crosses a line; others fold as
-    before. Measured beside streamed lines (large pad, output 0-56 bytes past a line):
-    rows with a quarter of their bytes in normal lines ran 0.79-0.87x, a window store
-    split across two lines halved float32 rows; where streamed, 1.06-1.41x."""
-    dst, row = out[h], src[k]                       # one-row views, unit strides (_windows_fit)
-    lo, hi = crop + LANES, crop + kept - LANES      # the centre, between the windows
-    per_line = LINE // item_bytes(dst)
-    lead = lead_in(dst, lo)
-    first = lesser(lo + greater(lead, 0), hi)
-    stop = first + (hi - first) // per_line * per_line
-    if lead < 0 or 8 * (stop - first) < 7 * kept or _crosses_line(dst, crop) or _crosses_line(dst, hi):
+    caches: the whole aligned lines of its centre leave in one non-temporal store each
+    (``_stream_centre``), so they are never read in first. A row streams only where that
+    leaves at least 7/8 of its bytes to streamed lines and no window's store crosses a
+    line; others fold as before. Measured beside streamed lines (large pad, output 0-56
+    bytes past a line): rows with a quarter of their bytes in normal lines ran 0.79-0.87x,
+    a window store split across two lines halved float32 rows; where streamed, 1.06-1.41x.
+    A float32 row whose eight-lane (32-byte) windows would cross a line, as at NumPy's
+    usual 16 bytes past one, streams between four-lane windows where its pads fit them:
+    output 16 and 48 bytes past a line 1.19x and 1.39x (Zen 4), 1.34x and 1.28x (Zen 1
+    target); rows at 0 and 32, which stream as before, ran 0.98x and 0.93x (0.95x, 0.98x)
+    beside this second instance of the centre (any restructuring of the row that kept the
+    wide rows' code apart cost as much)."""
+    dst = out[h]
+    if _streams_in(dst, crop, kept, LANES):
+        _stream_centre(out, h, src, k, kind, crop, kept, before, after, LANES, _fold_window)
+    elif (kind == F32 and before <= NARROW_LANES and after <= NARROW_LANES
+          and _streams_in(dst, crop, kept, NARROW_LANES)):
+        _stream_centre(out, h, src, k, kind, crop, kept, before, after, NARROW_LANES, _fold_narrow)
+    else:
         _row_in_windows(out, h, src, k, kind, crop, kept, before, after)
-        return
-    _copy_loop(out, h, lo, src, k, before + LANES, first - lo)
-    for d in range(first, stop, per_line):
-        stream_lines(dst, d, row, before + d - crop, 1)
-    _copy_loop(out, h, stop, src, k, before + stop - crop, hi - stop)
-    _fold_window(out, h, crop + kept - LANES, src, k, before + kept - LANES, before - LANES,
-                 LANES - before, LANES, kind)
-    _fold_window(out, h, crop, src, k, before, before + kept, 0, after, kind)
 
 
 @njit(inline="always")
@@ -338,9 +368,10 @@ def make_kernel(kind: int, parallel: bool):
 # Storage kinds whose large outputs stream past the caches (``streams``): a row's centre
 # lines straight from gradOutput in non-temporal stores, row by row where that pays
 # (_row_streamed). Large pad (8, 64, 256, 256), against the same rows stored normally, in
-# one process, bits checked, output 0-56 bytes past a line: float32 0.98-1.31x (0.99-1.42x
-# for a Zen 1 target), float16 1.00-1.25x, bfloat16 0.99-1.06x (1.00-1.08x). float64 rows
-# fold through the row buffer, and store normally.
+# one process, bits checked, output 0-56 bytes past a line: float32 1.19-1.44x (1.27-1.50x
+# for a Zen 1 target; 0.98-1.31x before float32 rows streamed between narrow windows),
+# float16 1.00-1.25x, bfloat16 0.99-1.06x (1.00-1.08x). float64 rows fold through the row
+# buffer, and store normally.
 STREAMED_KINDS = (F16, BF16, F32)
 
 
