@@ -262,7 +262,8 @@ def _row_streamed(out, h, src, k, kind, crop, kept, before, after):
     output 16 and 48 bytes past a line 1.19x and 1.39x (Zen 4), 1.34x and 1.28x (Zen 1
     target); rows at 0 and 32, which stream as before, ran 0.98x and 0.93x (0.95x, 0.98x)
     beside this second instance of the centre (any restructuring of the row that kept the
-    wide rows' code apart cost as much)."""
+    wide rows' code apart cost as much), and the streamed float32 body's first compile
+    takes 1.4x as long (6.7-7.1 s against 4.8-5.0; ``padloss warmup`` does it ahead)."""
     dst = out[h]
     if _streams_in(dst, crop, kept, LANES):
         _stream_centre(out, h, src, k, kind, crop, kept, before, after, LANES, _fold_window)
