@@ -858,7 +858,7 @@ def parser() -> argparse.ArgumentParser:
                                    "and the NumPy reference, with streaming ceiling kernels of the same "
                                    "read/write mix, in interleaved rounds.")
     b.add_argument("--quick", action="store_true",
-                   help="float32 only, 3 short rounds, the backends of CPU arrays only: about 10 seconds")
+                   help="float32 only, 3 short rounds, the backends of CPU arrays only: about 16 seconds")
     b.add_argument("--sizes", nargs="+", choices=list(benchmark.SIZES), default=list(benchmark.SIZES))
     b.add_argument("--dtypes", nargs="+", choices=list(benchmark.DTYPES), default=None,
                    help="default: all (float32 with --quick)")
