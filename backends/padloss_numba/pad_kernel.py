@@ -218,15 +218,23 @@ def _crosses_line(dst, index, lanes):
 
 
 @njit(inline="always")
+def _centre_lines(dst, crop, kept, lanes):
+    """(lead, first, stop) of a row's centre between windows of ``lanes``: ``lead_in`` at its
+    start (-1: misaligned elements), and the span of its whole aligned lines."""
+    lo, hi = crop + lanes, crop + kept - lanes
+    per_line = LINE // item_bytes(dst)
+    lead = lead_in(dst, lo)
+    first = lesser(lo + greater(lead, 0), hi)
+    return lead, first, first + (hi - first) // per_line * per_line
+
+
+@njit(inline="always")
 def _streams_in(dst, crop, kept, lanes):
     """Whether a row streams (``_stream_centre``) between windows of ``lanes``: where at least
     7/8 of its bytes leave in streamed lines and neither window's store crosses a line."""
-    lo, hi = crop + lanes, crop + kept - lanes
-    lead = lead_in(dst, lo)
-    first, per_line = lesser(lo + greater(lead, 0), hi), LINE // item_bytes(dst)
-    streamed = (hi - first) // per_line * per_line   # elements in whole lines
-    return (lead >= 0 and 8 * streamed >= 7 * kept
-            and not _crosses_line(dst, crop, lanes) and not _crosses_line(dst, hi, lanes))
+    lead, first, stop = _centre_lines(dst, crop, kept, lanes)
+    return (lead >= 0 and 8 * (stop - first) >= 7 * kept
+            and not _crosses_line(dst, crop, lanes) and not _crosses_line(dst, crop + kept - lanes, lanes))
 
 
 @njit(inline="always")
@@ -236,11 +244,9 @@ def _stream_centre(out, h, src, k, kind, crop, kept, before, after, lanes, fold)
     the columns before and after them, and the windows, in normal stores."""
     dst, row = out[h], src[k]                       # one-row views, unit strides (_windows_fit)
     lo, hi = crop + lanes, crop + kept - lanes      # the centre, between the windows
-    per_line = LINE // item_bytes(dst)
-    first = lesser(lo + greater(lead_in(dst, lo), 0), hi)
-    stop = first + (hi - first) // per_line * per_line
+    _, first, stop = _centre_lines(dst, crop, kept, lanes)
     _copy_loop(out, h, lo, src, k, before + lanes, first - lo)
-    for d in range(first, stop, per_line):
+    for d in range(first, stop, LINE // item_bytes(dst)):
         stream_lines(dst, d, row, before + d - crop, 1)
     _copy_loop(out, h, stop, src, k, before + stop - crop, hi - stop)
     fold(out, h, crop + kept - lanes, src, k, before + kept - lanes, before - lanes, lanes - before, lanes,
