@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
@@ -345,6 +346,7 @@ def test_info_and_bench_work_without_torch():
     script = HIDE_TORCH + """
 import sys
 import time
+import types
 from padloss import cli
 assert cli.main(["info"]) == 0
 assert cli.main(["bench", "--quick", "--sizes", "tiny", "--rounds", "1"]) == 0
@@ -463,20 +465,24 @@ def test_calls_per_round_warms_up_only_what_may_compile():
     assert benchmark.calls_per_round(slow, round_s=0.005, first_s=0.01) == 1 and not calls
 
 
-def test_sized_rounds_keep_their_sizing_round_only_where_every_call_fills_a_round():
+def test_sized_rounds_keep_their_sizing_round_only_where_every_call_fills_a_round(monkeypatch):
+    """On a simulated clock that each call moves on by its length: with real sleeps a busy
+    machine made the fast call (sleep(0)) seem to fill a round, and the test failed in CI."""
     made = {"slow": 0, "fast": 0}
+    now = [0.0]
+    monkeypatch.setattr(benchmark, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
 
     def call(name, seconds):
         def fn():
             made[name] += 1
-            time.sleep(seconds)
+            now[0] += seconds
         return fn
 
-    slow = {"slow": (call("slow", 0.01), 8)}
+    slow = {"slow": (call("slow", 2.0 ** -6), 8)}   # 15.6 ms: longer than a round
     timed = benchmark.sized_rounds(slow, rounds=3, round_s=0.005)
     assert made["slow"] == 3 and len(timed["slow"].seconds) == 3 and min(timed["slow"].seconds) >= 0.01
     made["slow"] = 0
-    mixed = {**slow, "fast": (call("fast", 0), 8)}   # the fast one's round holds many calls: sized anew
+    mixed = {**slow, "fast": (call("fast", 2.0 ** -20), 8)}   # ~1 us: its round holds many calls, sized anew
     timed = benchmark.sized_rounds(mixed, rounds=3, round_s=0.005)
     assert made["slow"] == 4 and made["fast"] > 3 + 6
     assert [len(r.seconds) for r in timed.values()] == [3, 3]
