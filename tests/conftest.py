@@ -13,6 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 settings.register_profile("ci", deadline=None, print_blob=True, derandomize=True)
 settings.register_profile("dev", deadline=None, print_blob=True)
+# random draws from --hypothesis-seed, no example database: .ci/run's second pass over the
+# tests that compare with torch, reproducible from its seed alone
+settings.register_profile("seeded", deadline=None, print_blob=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 

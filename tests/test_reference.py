@@ -1,7 +1,8 @@
 """Hand-worked checks of padloss.reference, the NumPy oracle of the operator numerics.
 
 Every expected array below was worked out by hand (or with exact Fraction arithmetic,
-shown inline); torch is used only as an independent cross-check with a tolerance.
+shown inline); torch is used only as an independent cross-check, within the rounding
+bounds of what each side computes (tests/bounds.py).
 """
 
 from fractions import Fraction
@@ -10,6 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import bounds
 from padloss import reference as ref
 
 torch = pytest.importorskip("torch")
@@ -130,14 +132,16 @@ def test_against_torch_forward_and_autograd(shape, pad):
     bits_equal(ref.circular_pad2d_forward(x, pad), yt.detach().numpy())
     g = rng.standard_normal(tuple(yt.shape)).astype(np.float32)
     yt.backward(torch.tensor(g))
+    # against torch's float64 sums: the model and torch's float32 each within their roundings
+    exact, abs_sum, terms, exact_error = bounds.pad_terms(g, shape, pad)
     ours = ref.circular_pad2d_backward(g, shape, pad)
-    np.testing.assert_allclose(ours, xt.grad.numpy(), rtol=1e-6, atol=1e-6)
-    # float64 too
+    bounds.assert_within(ours, exact, bounds.padloss_pad_bound(np.float32, terms, abs_sum, exact)
+                         + exact_error, "reference")
+    bounds.assert_within(xt.grad, exact, bounds.sum_bound(np.float32, terms, abs_sum) + exact_error, "torch")
+    # float64 too: both sums within float64's roundings of the exact one
     g64 = g.astype(np.float64)
-    xt64 = torch.tensor(x.astype(np.float64), requires_grad=True)
-    F.pad(xt64, pad, mode="circular").backward(torch.tensor(g64))
-    np.testing.assert_allclose(ref.circular_pad2d_backward(g64, shape, pad), xt64.grad.numpy(),
-                               rtol=1e-13, atol=1e-13)
+    bounds.assert_within(ref.circular_pad2d_backward(g64, shape, pad), exact,
+                         bounds.sum_bound(np.float64, terms, abs_sum) + exact_error, "reference float64")
 
 
 def test_negative_zero_single_term_preserved():
@@ -427,8 +431,7 @@ def test_l1_against_torch_autograd(reduction, name, dtype):
     g = rng.standard_normal(gshape).astype(dtype)
     loss.backward(torch.tensor(g))
     ours = ref.l1_loss_backward(g, s, t, reduction)
-    tol = 1e-6 if dtype == np.float32 else 1e-14
-    np.testing.assert_allclose(ours, st.grad.numpy(), rtol=tol, atol=tol)
+    _assert_l1_within_roundings(ours, st.grad, g, s, t, name)
 
 
 def test_l1_float16_against_torch():
@@ -439,7 +442,18 @@ def test_l1_float16_against_torch():
     F.l1_loss(st, torch.tensor(t), reduction="mean").backward(torch.tensor(np.float16(1.5)))
     ours = ref.l1_loss_backward(np.array(1.5, np.float16), s, t, "mean")
     assert ours.dtype == np.float16
-    np.testing.assert_allclose(ours.astype(np.float32), st.grad.numpy().astype(np.float32), rtol=2e-3)
+    _assert_l1_within_roundings(ours, st.grad, np.array(1.5, np.float16), s, t, "mean")
+
+
+def _assert_l1_within_roundings(ours, theirs, g, s, t, reduction):
+    """Against sign(s - t) * g / N in float64 (one rounding of its own): the model within
+    its factor's roundings (one a dim), the product's and the cast's; torch's autograd
+    within its division's (two, where it multiplies by a rounded 1/N)."""
+    exact, exact_error = bounds.l1_terms(g, s, t, reduction)
+    bounds.assert_within(ours, exact, bounds.rounding_bound(s.dtype, s.ndim + 2, np.abs(exact)) + exact_error,
+                         "reference")
+    bounds.assert_within(theirs, exact, bounds.rounding_bound(s.dtype, 2, np.abs(exact)) + exact_error,
+                         "torch")
 
 
 def test_the_pad_rounding_mode_has_one_owner(monkeypatch):
