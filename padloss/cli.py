@@ -42,6 +42,17 @@ def _versions() -> str:
     return ", ".join(parts)
 
 
+def _torch_mode() -> str:
+    """Which form padloss.torch takes with the installed torch (importing it, if there)."""
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed"
+    from padloss.torch import ops
+
+    if ops.CUSTOM_OPS_MISSING is None:
+        return "custom ops (torch.ops.padloss, torch.compile fullgraph)"
+    return f"Function mode (torch.autograd.Function; no torch.ops.padloss: {ops.CUSTOM_OPS_MISSING})"
+
+
 def _numba_threads() -> tuple[str, int]:
     """(threading layer, thread count); the layer is only known after a parallel launch."""
     import numba
@@ -84,6 +95,7 @@ def info(args: argparse.Namespace) -> int:
         devices = ",".join(b.devices) or "-"
         row = f"  {b.name:10} {state:11} priority {b.priority:<4} automatic for {devices:5}  {b.reason}"
         print(row.rstrip())
+    print(f"padloss.torch: {_torch_mode()}")
     layer, threads = _numba_threads()
     print(f"numba: threading layer {layer}, {threads} threads ({os.cpu_count()} CPUs)")
     print(f"compile cache: {_compile_cache()}")

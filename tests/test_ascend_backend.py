@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import padloss  # noqa: E402
-from padloss import Status, reference  # noqa: E402
+from padloss import Status, reference, torch_compat  # noqa: E402
 from padloss.arrays import TensorMeta  # noqa: E402
 from padloss.dispatch import select_backend  # noqa: E402
 from padloss.problem import Problem  # noqa: E402
@@ -334,7 +334,7 @@ def test_marshalling_aclnn_call_sequence():
 def test_marshalling_aclnn_current_stream_and_no_workspace(monkeypatch):
     lib = FakeOpLibrary(workspace_size=0)
     device_module = types.SimpleNamespace(current_stream=lambda device: FakeStream())
-    monkeypatch.setattr(torch, "get_device_module", lambda kind: device_module)
+    monkeypatch.setattr(torch_compat, "device_module", lambda kind: device_module)
     go, gi = torch.ones(1, 1, 3, 3), torch.empty(1, 1, 3, 3)
     aclnn_pad.AclnnCircularPadPlan(problem_on_npu(PAD, (go, gi), (0, 0, 0, 0)), lib).run((go, gi), None, None)
     ((workspace, size, _, stream),) = lib.called("aclnnCircularPad2dBackward")
@@ -512,7 +512,7 @@ def test_stream_is_made_current_without_a_sync(monkeypatch):
         def synchronize(*args):
             raise AssertionError("a plan must not wait for its work")
 
-    monkeypatch.setattr(torch, "get_device_module", lambda kind: FakeDeviceModule)
+    monkeypatch.setattr(torch_compat, "device_module", lambda kind: FakeDeviceModule)
     stream = object()
     with on_stream(torch.device("cuda"), stream):
         pass

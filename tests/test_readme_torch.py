@@ -37,13 +37,21 @@ def run_script(tmp_path, code: str, name: str) -> None:
 
 def test_the_with_pytorch_section_has_its_examples():
     blocks = section_blocks()
-    assert len(blocks) == 2 and "pt.patch()" in blocks[0] and "DistributedDataParallel" in blocks[1]
+    assert len(blocks) == 3 and "pt.patch()" in blocks[0] and "torch.ops.padloss" in blocks[1] \
+        and "DistributedDataParallel" in blocks[2]
 
 
 def test_the_usage_example_runs(tmp_path):
     run_script(tmp_path, section_blocks()[0], "usage.py")
 
 
+def test_the_custom_ops_example_runs(tmp_path):
+    from padloss.torch import ops
+    if ops.CUSTOM_OPS_MISSING is not None:
+        pytest.skip(f"Function mode: {ops.CUSTOM_OPS_MISSING}")
+    run_script(tmp_path, section_blocks()[1], "custom_ops.py")
+
+
 def test_the_ddp_example_runs(tmp_path):
-    code = section_blocks()[1].replace("127.0.0.1:29512", f"127.0.0.1:{free_port()}")
+    code = section_blocks()[2].replace("127.0.0.1:29512", f"127.0.0.1:{free_port()}")
     run_script(tmp_path, code, "ddp_example.py")

@@ -24,9 +24,14 @@ import padloss  # noqa: E402
 import padloss.torch as pt  # noqa: E402
 from layouts import bits  # noqa: E402
 from padloss import reference  # noqa: E402
+from padloss.torch import ops  # noqa: E402
 from shared import pad_axis, peer_examples  # noqa: E402
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# opcheck, torch.ops.padloss and torch.compile need custom ops (torch >= 2.4); every other
+# test runs in Function mode too
+needs_custom_ops = pytest.mark.skipif(ops.CUSTOM_OPS_MISSING is not None,
+                                      reason=f"Function mode: {ops.CUSTOM_OPS_MISSING}")
 REDUCTIONS = ("none", "mean", "sum")
 
 
@@ -54,6 +59,7 @@ def rand(shape, dtype, seed=0, requires_grad=False) -> torch.Tensor:
 # --- custom ops --------------------------------------------------------------------------
 
 
+@needs_custom_ops
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_opcheck_circular_pad2d_backward(dtype):
     grad_output = rand((2, 3, 7, 9), dtype, requires_grad=True)
@@ -63,6 +69,7 @@ def test_opcheck_circular_pad2d_backward(dtype):
     torch.library.opcheck(torch.ops.padloss.circular_pad2d_backward, (strided, [1, 1, 1, 1]))
 
 
+@needs_custom_ops
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_opcheck_l1_loss_backward(dtype):
     x, t = rand((4, 6), dtype, 1), rand((6,), dtype, 2)
@@ -75,12 +82,12 @@ def test_opcheck_l1_loss_backward(dtype):
 
 def test_ops_compute_what_padloss_computes():
     go = rand((2, 3, 8, 9), torch.bfloat16, 5)
-    got = torch.ops.padloss.circular_pad2d_backward(go, [2, 1, -1, 3])
+    got = ops.circular_pad2d_backward(go, [2, 1, -1, 3])
     assert_bits(got, reference.circular_pad2d_backward(to_numpy(go), (2, 3, 6, 6), [2, 1, -1, 3]))
     x, t, g = rand((3, 5), torch.float16, 6), rand((5,), torch.bfloat16, 7), torch.tensor(0.7)
-    got = torch.ops.padloss.l1_loss_backward(g, x, t, 1)
+    got = ops.l1_loss_backward(g, x, t, 1)
     assert_bits(got, reference.l1_loss_backward(g.numpy(), to_numpy(x), to_numpy(t), "mean"))
-    got = torch.ops.padloss.l1_loss_backward(g, x, t, 1, torch.float16)
+    got = ops.l1_loss_backward(g, x, t, 1, torch.float16)
     assert_bits(got, reference.l1_loss_backward(g.numpy(), to_numpy(x), to_numpy(t), "mean",
                                                 np.float16))
 
@@ -117,13 +124,13 @@ class _nothing:
 
 def test_double_backward_of_the_ops_themselves():
     go = rand((1, 2, 6, 7), torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda g: torch.ops.padloss.circular_pad2d_backward(g, [1, 2, 0, 1]),
+    assert torch.autograd.gradcheck(lambda g: ops.circular_pad2d_backward(g, [1, 2, 0, 1]),
                                     (go,))
     x, t = rand((3, 4), torch.float64, 1), rand((4,), torch.float64, 2)
     for code, shape in ((0, (3, 4)), (1, ()), (2, (1, 4))):
         g = rand(shape, torch.float64, 3, requires_grad=True)
         def op(v, code=code):
-            return torch.ops.padloss.l1_loss_backward(v, x, t, code)
+            return ops.l1_loss_backward(v, x, t, code)
 
         assert torch.autograd.gradcheck(op, (g,))
         assert torch.autograd.gradgradcheck(op, (g,))
@@ -226,8 +233,8 @@ def test_l1_loss_gradients_are_padlosss(case):
         if theirs is None:
             continue
         if arr.shape == B:   # not broadcast: one rounding, into the input's dtype
-            expected = sign * reference.l1_loss_backward(gn, xn, tn, reduction, arr.dtype)
-            assert_bits(ours, expected)
+            expected = reference.l1_loss_backward(gn, xn, tn, reduction, arr.dtype)
+            assert_bits(ours, expected if sign == 1 else -expected)
             if sign == 1:
                 direct = padloss.l1_loss_backward(gn, xn, tn, reduction, out=np.empty(B, xn.dtype))
                 assert_bits(ours, direct)
@@ -325,6 +332,7 @@ def test_forward_checks_remember_only_valid_verdicts():
     assert torch.equal(x.grad, 2 * counts.grad.expand(2, 4, 4))   # L1's are 0: sign(x - x)
 
 
+@needs_custom_ops
 def test_compiled_forward_refuses_with_padlosss_error():
     x = rand((2, 4, 4), torch.float32, requires_grad=True)
     compiled = torch.compile(lambda v: pt.circular_pad2d(v, 4).sum(), backend="eager")
@@ -337,6 +345,7 @@ def test_compiled_forward_refuses_with_padlosss_error():
 # --- torch.compile -------------------------------------------------------------------------
 
 
+@needs_custom_ops
 def test_compile_fullgraph_gradients_equal_eager_bit_for_bit():
     torch._dynamo.reset()
 
@@ -429,7 +438,6 @@ def test_device_tensors_path_through_the_torch_backend(monkeypatch, dtype):
     """CUDA and npu tensors reach padloss's API as tensors (not NumPy views), and the
     dispatcher sends them to the torch or ascend backend; here the same hand-over runs
     on CPU tensors with the torch backend insisted on."""
-    from padloss.torch import ops
     from padloss_torch.backend import TorchBackend
 
     monkeypatch.setattr(ops, "_native", lambda op, name, t: t)
@@ -469,3 +477,57 @@ assert torch.get_num_threads() == 1, torch.get_num_threads()
     env["NUMBA_NUM_THREADS"] = "2"
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# --- Function mode (torch 2.1-2.3, or PADLOSS_TORCH_MODE=function) -------------------------
+
+_MODE_SCRIPT = """
+import json, sys, torch
+import padloss.torch as pt
+from padloss.torch import ops
+
+def rand(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+
+def bits(t):
+    t = t.detach().contiguous()
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]).flatten().tolist()
+
+out = {"missing": ops.CUSTOM_OPS_MISSING}
+for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+    x = rand((2, 3, 6, 7), dtype, 1).requires_grad_()
+    y = pt.circular_pad2d(x, (2, 1, -1, 3))
+    gy = rand(y.shape, dtype, 2).requires_grad_()
+    (gx,) = torch.autograd.grad(y, x, gy, create_graph=True)
+    a, t = rand((4, 5), dtype, 3).requires_grad_(), rand((5,), dtype, 4).requires_grad_()
+    g = rand((), dtype, 5).requires_grad_()
+    ga, gt = torch.autograd.grad(pt.l1_loss(a, t, "mean"), (a, t), g, create_graph=True)
+    # double backward: each gradient's own gradient with respect to the incoming one
+    (ggy,) = torch.autograd.grad((gx * rand(gx.shape, dtype, 6)).sum(), gy)
+    (gg,) = torch.autograd.grad((ga * rand(ga.shape, dtype, 7)).sum(), g)
+    out[str(dtype)] = [bits(v) for v in (gx, ga, gt, ggy, gg)]
+print(json.dumps(out))
+"""
+
+
+@needs_custom_ops
+def test_function_mode_gives_the_custom_ops_bits():
+    """The same gradients, bit for bit, and double backward, with padloss.torch forced into
+    Function mode as on torch 2.1-2.3 (a fresh process: the mode is read at import)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    runs = {}
+    for mode in ("function", ""):
+        env = dict(os.environ, PADLOSS_TORCH_MODE=mode, NUMBA_NUM_THREADS="1")
+        proc = subprocess.run([sys.executable, "-c", _MODE_SCRIPT], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[mode] = json.loads(proc.stdout)
+    assert runs["function"].pop("missing") == "PADLOSS_TORCH_MODE=function"
+    assert runs[""].pop("missing") is None
+    assert runs["function"] == runs[""]
+    # real gradients, none all zeros
+    assert all(any(v) for v in runs[""]["torch.float32"])

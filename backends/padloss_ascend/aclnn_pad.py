@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from padloss import torch_compat
 from padloss.config import current as settings
 from padloss.errors import BackendError
 from padloss.problem import Problem
@@ -109,7 +110,7 @@ def check(status: int, function: str) -> None:
 def raw_stream(device: torch.device, stream: Any) -> int:
     """The aclrtStream behind ``stream`` (torch_npu's ``Stream.npu_stream``), or the current one's."""
     if stream is None:
-        stream = torch.get_device_module(device.type).current_stream(device)
+        stream = torch_compat.device_module(device.type).current_stream(device)
     return stream.npu_stream
 
 

@@ -3,8 +3,7 @@
 padloss hands a plan native views: the caller's tensors for device data, NumPy
 views for CPU data (padloss.arrays). The torch plans compute on tensors, so
 CPU views are wrapped back through DLPack: the same memory, so the output is
-written in place (and unlike ``torch.from_numpy``, DLPack takes read-only
-inputs without a warning). torch cannot read ml_dtypes' bfloat16, which
+written in place (padloss.torch_compat.from_numpy). torch cannot read ml_dtypes' bfloat16, which
 therefore travels through an int16 view.
 """
 from __future__ import annotations
@@ -15,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from padloss import torch_compat
 from padloss.arrays import is_bfloat16
 
 
@@ -23,8 +23,8 @@ def as_torch(buffer: Any) -> torch.Tensor:
     if isinstance(buffer, torch.Tensor):
         return buffer
     if is_bfloat16(buffer.dtype):
-        return torch.from_dlpack(buffer.view(np.int16)).view(torch.bfloat16)
-    return torch.from_dlpack(buffer)
+        return torch_compat.from_numpy(buffer.view(np.int16)).view(torch.bfloat16)
+    return torch_compat.from_numpy(buffer)
 
 
 def on_stream(device: torch.device, stream: Any) -> contextlib.AbstractContextManager:
@@ -33,4 +33,4 @@ def on_stream(device: torch.device, stream: Any) -> contextlib.AbstractContextMa
     CPU work has no stream: there, and for ``stream=None``, the current one is kept."""
     if stream is None or device.type == "cpu":
         return contextlib.nullcontext()
-    return torch.get_device_module(device.type).stream(stream)
+    return torch_compat.device_module(device.type).stream(stream)

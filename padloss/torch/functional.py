@@ -19,6 +19,7 @@ import torch
 
 from padloss import circular_pad as pad_rules
 from padloss import l1_loss as l1_rules
+from padloss import torch_compat
 
 from . import ops, torch_functions
 
@@ -42,7 +43,7 @@ def _remembered(check):
 
     @functools.wraps(check)
     def checked(*metadata):
-        return check(*metadata) if torch.compiler.is_compiling() else remembered(*metadata)
+        return check(*metadata) if torch_compat.is_compiling() else remembered(*metadata)
     return checked
 
 

@@ -1,30 +1,32 @@
 """padloss's two backward kernels as torch custom ops: ``torch.ops.padloss.*``.
 
-``torch.library.custom_op`` makes them ordinary operators to autograd,
-torch.compile (a fake kernel states the result's metadata, so tracing needs no
-data) and DDP. The kernel calls padloss's public API, whose dispatcher picks the
-backend from where the tensors live: Numba for CPU tensors (handed over as NumPy
-views of their memory: zero-copy, any strides, and padloss's memo of validated
-signatures applies), ascend for npu, torch for CUDA. Each op has its own
-gradient, so double backward works: the pad backward is linear and its gradient
-is the circular pad of the incoming gradient; L1's is linear in grad_output and
-constant (zero almost everywhere) in input and target.
+``torch.library.custom_op`` makes them ordinary operators to autograd, torch.compile
+(a fake kernel states the result's metadata, so tracing needs no data) and DDP. A
+torch without it (before 2.4) gets the same kernels and gradients as
+``torch.autograd.Function``s instead ("Function mode": no ``torch.ops.padloss``, no
+torch.compile of them; :data:`CUSTOM_OPS_MISSING` says why). The kernel calls
+padloss's public API, whose dispatcher picks the backend from where the tensors live:
+Numba for CPU tensors (handed over as NumPy views of their memory: zero-copy, any
+strides, and padloss's memo of validated signatures applies), ascend for npu, torch
+for CUDA. Each op has its own gradient, so double backward works: the pad backward is
+linear and its gradient is the circular pad of the incoming gradient; L1's is linear
+in grad_output and constant (zero almost everywhere) in input and target.
 
-:func:`pad_backward` and :func:`l1_backward` are what padloss's autograd
-functions call: the op where autograd or the compiler must see it (a backward
-that builds a graph, torch.compile), the kernel itself otherwise, since a
-custom op's Python dispatch costs more than a tiny kernel (measured: about
-25 us a call, against 5 us for padloss's own call).
+:func:`pad_backward` and :func:`l1_backward` are what padloss's autograd functions
+call: the op where autograd or the compiler must see it (a backward that builds a
+graph, torch.compile), the kernel itself otherwise, since a custom op's Python
+dispatch costs more than a tiny kernel (measured: about 25 us a call, against 5 us for
+padloss's own call).
 """
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: custom_op reads the kernels' annotations as
+# types, and torch 2.4 cannot parse them from strings.
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
 import padloss
-from padloss import arrays
+from padloss import arrays, torch_compat
 from padloss import l1_loss as l1_rules
 
 from . import torch_functions
@@ -79,24 +81,12 @@ def _pad_kernel(grad_output: torch.Tensor, padding: Sequence[int]) -> torch.Tens
     return grad_input
 
 
-circular_pad2d_backward = torch.library.custom_op(
-    "padloss::circular_pad2d_backward", _pad_kernel, mutates_args=())
-
-
-@circular_pad2d_backward.register_fake
-def _(grad_output, padding):
-    return grad_output.new_empty(pad_input_shape(grad_output.shape, padding))
-
-
 def _pad_setup_context(ctx, inputs, output):
     ctx.padding = inputs[1]
 
 
 def _pad_backward(ctx, grad):
     return torch_functions.pad(grad, ctx.padding, mode="circular"), None
-
-
-circular_pad2d_backward.register_autograd(_pad_backward, setup_context=_pad_setup_context)
 
 
 def _l1_result(grad_output, input, target, dtype) -> tuple[tuple[int, ...], torch.dtype]:
@@ -126,17 +116,8 @@ def _l1_kernel(grad_output: torch.Tensor, input: torch.Tensor, target: torch.Ten
     return _l1_into(result, out, grad_output, input, target, reduction)
 
 
-l1_loss_backward = torch.library.custom_op("padloss::l1_loss_backward", _l1_kernel, mutates_args=())
-
-
-@l1_loss_backward.register_fake
-def _(grad_output, input, target, reduction, dtype=None):
-    shape, dtype = _l1_result(grad_output, input, target, dtype)
-    return input.new_empty(shape, dtype=dtype)
-
-
 def _l1_setup_context(ctx, inputs, output):
-    grad_output, input, target, reduction, _ = inputs
+    grad_output, input, target, reduction = inputs[:4]   # dtype, the fifth, may be left out
     ctx.save_for_backward(input, target)
     ctx.reduction = reduction
     ctx.grad_output_shape, ctx.grad_output_dtype = grad_output.shape, grad_output.dtype
@@ -153,12 +134,54 @@ def _l1_backward(ctx, grad):
     return grad_grad_output, None, None, None, None
 
 
-l1_loss_backward.register_autograd(_l1_backward, setup_context=_l1_setup_context)
+def _pad_fake(grad_output, padding):
+    return grad_output.new_empty(pad_input_shape(grad_output.shape, padding))
+
+
+def _l1_fake(grad_output, input, target, reduction, dtype=None):
+    shape, dtype = _l1_result(grad_output, input, target, dtype)
+    return input.new_empty(shape, dtype=dtype)
+
+
+def _custom_op(name: str, kernel, fake, backward, setup_context):
+    """``kernel`` as the custom op ``padloss::name``, with its fake kernel and gradient."""
+    op = torch.library.custom_op(f"padloss::{name}", kernel, mutates_args=())
+    op.register_fake(fake)
+    op.register_autograd(backward, setup_context=setup_context)
+    return op
+
+
+def _function(name: str, kernel, backward, setup_context):
+    """``kernel`` with the same gradient, as the ``apply`` of a ``torch.autograd.Function``
+    called ``name`` (Function mode)."""
+    def forward(ctx, *inputs):
+        output = kernel(*inputs)
+        setup_context(ctx, inputs, output)
+        ctx.input_count = len(inputs)
+        return output
+
+    def function_backward(ctx, grad):
+        return backward(ctx, grad)[:ctx.input_count]   # one gradient an input given
+
+    kind = type(name, (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(function_backward)})
+    return kind.apply
+
+
+CUSTOM_OPS_MISSING = torch_compat.custom_ops_missing()   # None: custom ops
+if CUSTOM_OPS_MISSING is None:
+    circular_pad2d_backward = _custom_op("circular_pad2d_backward", _pad_kernel, _pad_fake, _pad_backward,
+                                         _pad_setup_context)
+    l1_loss_backward = _custom_op("l1_loss_backward", _l1_kernel, _l1_fake, _l1_backward, _l1_setup_context)
+else:
+    circular_pad2d_backward = _function("CircularPad2dBackward", _pad_kernel, _pad_backward,
+                                        _pad_setup_context)
+    l1_loss_backward = _function("L1LossBackward", _l1_kernel, _l1_backward, _l1_setup_context)
 
 
 def _direct() -> bool:
     """Whether a call may skip the op: no graph is being built, nothing traces it."""
-    return not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+    return not torch.is_grad_enabled() and not torch_compat.is_compiling()
 
 
 def pad_backward(grad_output: torch.Tensor, padding: Sequence[int]) -> torch.Tensor:
