@@ -144,8 +144,10 @@ def with_globals(function, **names):
     closure constant, and keys its disk cache on the code and the closure's constants
     (the choice follows from those); a jitted function held in the closure would change
     that key in every process."""
-    return FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__,
-                        function.__defaults__, function.__closure__)
+    built = FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__,
+                         function.__defaults__, function.__closure__)
+    built.__qualname__ = function.__qualname__   # Python 3.10 would take the bare name
+    return built
 
 
 def install() -> None:
