@@ -12,6 +12,7 @@ import sys
 import time
 
 import numba
+from numba.core import event
 
 from padloss import rules
 from padloss.backend import Backend
@@ -23,7 +24,7 @@ from .l1_plan import compile_l1_loss_backward
 from .pad_plan import compile_circular_pad2d_backward
 
 log = logging.getLogger("padloss")
-# A plan that took this long was compiling kernels (loading them from disk takes ~0.1 s).
+# A plan whose kernels compiled (not loaded from disk) for this long says so once.
 SLOW_PLAN_S = 1.0
 
 
@@ -87,9 +88,12 @@ class NumbaBackend(Backend):
 
     def compile(self, problem: Problem):
         start = time.perf_counter()
-        plan = COMPILERS[problem.op](problem, thread_count())
+        # Numba's "numba:compile" event fires for a compile only, never for a disk-cache load:
+        # on a busy machine a load alone can take past SLOW_PLAN_S
+        with event.install_recorder("numba:compile") as compiles:
+            plan = COMPILERS[problem.op](problem, thread_count())
         seconds = time.perf_counter() - start
-        if seconds >= SLOW_PLAN_S:   # say once why the first call was slow, and what helps
+        if compiles.buffer and seconds >= SLOW_PLAN_S:   # say once why the first call was slow
             kept = (f"cached in {cache_dir()} for later processes" if CACHE
                     else "kept in memory only (PADLOSS_NUMBA_CACHE=0)")
             log.warning("padloss: compiled the %s kernels for %s in %.1f s, once: %s; "
