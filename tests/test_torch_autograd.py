@@ -23,7 +23,7 @@ import bounds  # noqa: E402
 import padloss  # noqa: E402
 import padloss.torch as pt  # noqa: E402
 from layouts import bits  # noqa: E402
-from padloss import reference  # noqa: E402
+from padloss import reference, torch_compat  # noqa: E402
 from padloss.torch import ops  # noqa: E402
 from shared import pad_axis, peer_examples  # noqa: E402
 
@@ -338,15 +338,30 @@ def test_compiled_forward_refuses_with_padlosss_error():
     compiled = torch.compile(lambda v: pt.circular_pad2d(v, 4).sum(), backend="eager")
     _refused(lambda: compiled(x), "padding", "smaller than the input size 4")
     strict = torch.compile(lambda v: pt.circular_pad2d(v, 4).sum(), backend="eager", fullgraph=True)
-    with pytest.raises(Exception, match="InvalidArgumentError.*smaller than the input size 4"):
+    with pytest.raises(Exception, match="InvalidArgumentError") as info:
         strict(x)
+    # torch 2.4's Dynamo cannot build the error under fullgraph: it names the class and
+    # the raising line of padloss's rules, not the message (2.6 on give the message)
+    if torch_compat.version() >= (2, 6):
+        assert "smaller than the input size 4" in str(info.value)
+    else:
+        assert 'invalid_argument(OP, "padding"' in str(info.value)
 
 
 # --- torch.compile -------------------------------------------------------------------------
 
 
+@pytest.fixture
+def inductor():
+    """torch 2.4's inductor switches the process to flushing subnormals to zero whenever it
+    loads a compiled kernel (NumPy's and padloss's results on subnormals change with it):
+    IEEE subnormals are put back for the tests that follow in this process."""
+    yield
+    torch.set_flush_denormal(False)
+
+
 @needs_custom_ops
-def test_compile_fullgraph_gradients_equal_eager_bit_for_bit():
+def test_compile_fullgraph_gradients_equal_eager_bit_for_bit(inductor):
     torch._dynamo.reset()
 
     def step(x, target):
