@@ -62,7 +62,8 @@ def test_reason_torch_npu_not_installed(monkeypatch):
     monkeypatch.setattr(availability, "importable", lambda name: name != "torch_npu")
     info = {b.name: b for b in padloss.available_backends()}["ascend"]
     assert not info.available and info.devices == ("npu",)
-    assert info.reason == "torch_npu is not installed (pip install 'padloss[ascend]')"
+    assert info.reason == ("torch_npu is not installed (install the torch_npu release built for your "
+                           "torch and CANN: README, Ascend users)")
 
 
 def test_reason_cann_runtime_missing_then_not_imported(monkeypatch, tmp_path):
