@@ -1,4 +1,4 @@
-"""The ``padloss`` command line: ``info``, ``check``, ``warmup`` and ``bench``.
+"""The ``padloss`` command line: ``info``, ``check``, ``warmup``, ``bench`` and ``cache``.
 
 ``padloss`` alone runs ``padloss bench --quick``, the main job: both ops timed
 against their peers and against the memory-bandwidth ceiling of this machine.
@@ -106,6 +106,32 @@ def info(args: argparse.Namespace) -> int:
     print("settings (padloss.config):")
     for s in padloss.config.SETTINGS:
         print(f"  {s.name:13} {getattr(padloss.config.current, s.name)!r:10} {s.variable}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- cache
+
+def cache(args: argparse.Namespace) -> int:
+    from padloss_numba import cache_admin
+
+    if args.action == "info":
+        found = cache_admin.info()
+        print(f"compile cache: {found['folder']} ({found['bytes'] / 1e6:.1f} MB)")
+        entries = ", ".join(f"{op} {n}" for op, n in sorted(found["entries"].items()))
+        indexes = ", ".join(f"{n} {state}" for state, n in sorted(found["indexes"].items()))
+        print(f"entries (current sources): {entries or 'none'}")
+        print(f"kernel indexes: {indexes or 'none'}")
+        for name, size in found["other_versions"].items():
+            print(f"other version: {name} ({size / 1e6:.1f} MB; `padloss cache clear --all-versions`)")
+        return 0
+    if args.action == "verify":
+        damaged = cache_admin.verify()
+        for path, why in damaged:
+            print(f"damaged: {path}: {why}")
+        print(f"{len(damaged)} damaged files" if damaged else "every entry loads")
+        return 1 if damaged else 0
+    removed = cache_admin.clear(every_version=args.all_versions)
+    print(f"removed {removed} files of padloss's compiled kernels")
     return 0
 
 
@@ -854,7 +880,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="padloss", description="padloss alone runs `padloss bench --quick`, "
                                   "the main job: both ops timed against their peers and the memory ceiling.")
     top.add_argument("--version", action="version", version=f"padloss {padloss.__version__}")
-    sub = top.add_subparsers(dest="command", metavar="{info,check,warmup,bench}")
+    sub = top.add_subparsers(dest="command", metavar="{info,check,warmup,bench,cache}")
     sub.add_parser("info", help="version, backends, threads, compile cache and its kernel variants, "
                                      "plan cache, settings")
     sub.add_parser("check", help="both ops on every available backend against padloss.reference; "
@@ -884,6 +910,13 @@ def parser() -> argparse.ArgumentParser:
                    help=f"run in a child process with {THP_VAR}=1 (torch's huge-page allocator)")
     b.add_argument("--json", action="store_true", help="print the full report as JSON instead of the table")
     b.add_argument("--plot", metavar="FILE.png", help="also plot GB/s against size (needs matplotlib)")
+    c = sub.add_parser("cache", help="the compile cache: info, verify (exit 1 on a damaged entry), clear",
+                       description="info: its folder, size, entries per op and stale versions; verify: "
+                                   "read every entry back, report damaged files; clear: remove padloss's "
+                                   "entries, each under its lock (safe while other processes use it).")
+    c.add_argument("action", choices=["info", "verify", "clear"])
+    c.add_argument("--all-versions", action="store_true",
+                   help="clear: also the folders of other padloss and Numba versions")
     return top
 
 
@@ -891,7 +924,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv) or NO_SUBCOMMAND
     args = parser().parse_args(argv)
     args.argv = argv
-    status = {"info": info, "check": check, "warmup": warmup, "bench": bench}[args.command](args)
+    commands = {"info": info, "check": check, "warmup": warmup, "bench": bench, "cache": cache}
+    status = commands[args.command](args)
     if argv is NO_SUBCOMMAND:
         print("\n(the quick run; `padloss bench` times every dtype, `padloss check` compares with "
               "padloss.reference, `padloss info` shows the set-up)")

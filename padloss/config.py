@@ -34,6 +34,10 @@ def _not_zero(text: str) -> bool:
     return text != "0"
 
 
+def _one(text: str) -> bool:
+    return text.strip() == "1"
+
+
 def _str_or_none(value: Any) -> bool:
     return value is None or isinstance(value, str)
 
@@ -55,6 +59,9 @@ SETTINGS = (
     Setting("cache_dir", "PADLOSS_CACHE_DIR", None, _text_or_none, _path_or_none,
             "the next kernel saved or loaded",
             "folder of compiled kernels; unset: `$XDG_CACHE_HOME/padloss` or `~/.cache/padloss`"),
+    Setting("cache_trusted", "PADLOSS_CACHE_TRUSTED", False, _one, _bool,
+            "the next kernel saved or loaded",
+            "`1` uses a compile cache folder that others can write (its files are machine code)"),
     Setting("ascend_aclnn", "PADLOSS_ASCEND_ACLNN", True, _not_zero, _bool,
             "plans built after the change", "call CANN's native circular-pad kernel when it "
                                              "exists; `0` keeps the torch-ops path"),

@@ -340,7 +340,7 @@ def test_python_m_padloss_and_the_console_script():
     if script is None:
         pytest.skip("the console script is not installed (pip install -e .)")
     done = subprocess.run([script, "--help"], capture_output=True, text=True)
-    assert done.returncode == 0 and "{info,check,warmup,bench}" in done.stdout
+    assert done.returncode == 0 and "{info,check,warmup,bench,cache}" in done.stdout
 
 
 def test_info_and_bench_work_without_torch():

@@ -21,13 +21,23 @@ and 2 threads.
 Several processes may compile into one folder at once (DDP ranks, warmup's
 children, test workers): every kernel made by :func:`jit` reads and writes its
 cache entries under a file lock (:class:`LockedIndex`).
+
+The cache never fails a call (:class:`GuardedCache`): an entry that cannot be read
+(truncated, corrupt, emptied, another format) is a miss, compiled again and replaced
+atomically; a folder that cannot be written keeps the kernel in memory. Its files are
+machine code that a load runs, so a folder others can write (group- or world-writable,
+or owned by another user) is neither read nor written unless the ``cache_trusted``
+setting says so. Each of these says so once, as a warning of the ``padloss`` logger.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import hashlib
+import logging
 import os
+import pickle
+import stat
 from pathlib import Path
 from types import FunctionType
 
@@ -42,6 +52,7 @@ from numba.core import caching
 from padloss import rules
 from padloss.config import current as settings
 
+log = logging.getLogger("padloss")
 PACKAGE_DIR = Path(__file__).resolve().parent
 RULES_FILE = Path(rules.__file__).resolve()
 ENABLED = settings.numba_cache   # what the kernels, decorated when this backend loads, use
@@ -55,6 +66,37 @@ def cache_dir() -> Path:
     if not root:
         root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "padloss")
     return Path(root) / f"padloss-{__version__}-numba-{numba.__version__}"
+
+
+def untrusted(folder: Path) -> str | None:
+    """Why ``folder`` (the kernels' folder) and the root above it, which padloss creates,
+    may hold code others wrote; None where they may not, or the setting trusts them."""
+    if settings.cache_trusted:
+        return None
+    for path in (folder, folder.parent):
+        try:
+            info = path.stat()
+        except OSError:
+            continue          # not there yet: padloss creates it, as this user
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{path} is writable by its group or by others"
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            return f"{path} belongs to another user (uid {info.st_uid})"
+    return None
+
+
+_said: set = set()
+
+
+def _say_once(key, message: str, *args) -> None:
+    if key not in _said:
+        _said.add(key)
+        log.warning(message, *args)
+
+
+def _damaged(path, exc: Exception, what_now: str) -> None:
+    _say_once(("damaged", str(path)), "padloss: the compile cache file %s cannot be used (%s: %s): %s",
+              path, type(exc).__name__, exc, what_now)
 
 
 @functools.lru_cache(maxsize=1)
@@ -112,8 +154,34 @@ class LockedIndex(caching.IndexDataCacheFile):
             super().save(key, data)
 
     def load(self, key):
+        """Numba's load, naming a data file that cannot be read (a miss: the save replaces it)."""
         with self._locked(fcntl.LOCK_SH):
-            return super().load(key)
+            data_name = self._load_index().get(key)
+            if data_name is None:
+                return None
+            try:
+                return self._load_data(data_name)
+            except FileNotFoundError:   # removed while the index still names it
+                return None
+            except Exception as exc:    # truncated, corrupt, emptied, another format
+                _damaged(self._data_path(data_name), exc, "the kernel compiles again; the file is replaced")
+                return None
+
+    def _load_index(self):
+        """The index, or none where it cannot be read or another Numba wrote it: the next
+        save writes a new one. (An index of other sources is stale, not damaged: Numba
+        returns none for it, silently.)"""
+        try:
+            with open(self._index_path, "rb") as f:
+                version = pickle.load(f)
+            if version != self._version:
+                raise ValueError(f"written by Numba {version!r}, this is {self._version}")
+            return super()._load_index()
+        except FileNotFoundError:
+            return {}
+        except Exception as exc:    # any way a damaged file fails to unpickle
+            _damaged(self._index_path, exc, "its kernels compile again and the index is replaced")
+            return {}
 
     @contextlib.contextmanager
     def _locked(self, mode: int):
@@ -127,13 +195,44 @@ class LockedIndex(caching.IndexDataCacheFile):
             yield
 
 
+class GuardedCache(caching.FunctionCache):
+    """Numba's cache of one kernel, which never fails a call: a folder others can
+    write is not used, an entry that cannot be loaded is a miss (compiled again; the
+    save replaces it), and a save that cannot be written leaves the kernel in memory."""
+
+    def load_overload(self, sig, target_context):
+        why = untrusted(cache_dir())
+        if why:
+            _say_once(("untrusted", why), "padloss: not using the compile cache: %s, and its files are "
+                      "machine code that loading runs (PADLOSS_CACHE_TRUSTED=1 trusts it); "
+                      "kernels compile in memory", why)
+            return None
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception as exc:   # a data file that unpickles but does not rebuild
+            _damaged(self._cache_file._index_path, exc,
+                     f"an entry for {sig} does not load: it compiles again and the entry is replaced")
+            return None
+
+    def save_overload(self, sig, data):
+        if untrusted(cache_dir()):
+            return
+        try:
+            super().save_overload(sig, data)
+        except OSError as exc:
+            _say_once(("unwritable", str(cache_dir())), "padloss: cannot write the compile cache in %s "
+                      "(%s): kernels stay in memory for this process", cache_dir(), exc)
+
+
 def jit(**options):
     """``numba.njit`` for a padloss kernel: nogil, cached on disk unless the
     ``numba_cache`` setting is off, its cache entries locked (:class:`LockedIndex`)."""
     def decorate(py_func):
         dispatcher = numba.njit(cache=ENABLED, nogil=True, **options)(py_func)
-        if ENABLED and fcntl is not None:
-            dispatcher._cache._cache_file.__class__ = LockedIndex   # private: see test_engine
+        if ENABLED and isinstance(dispatcher._cache, caching.FunctionCache):   # private: see test_engine
+            dispatcher._cache.__class__ = GuardedCache
+            if fcntl is not None:
+                dispatcher._cache._cache_file.__class__ = LockedIndex
         return dispatcher
     return decorate
 
