@@ -547,13 +547,15 @@ def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
 
 @pytest.mark.skipif(os.name != "posix", reason="the cache lock is POSIX's flock")
 def test_every_kernel_reads_and_writes_its_cache_entries_under_the_lock():
-    """padloss_numba.disk_cache.jit swaps the class of Numba's private per-kernel
-    cache file (dispatcher._cache._cache_file): this fails when Numba moves it."""
-    from padloss_numba.disk_cache import ENABLED, LockedIndex
+    """padloss_numba.disk_cache.jit swaps the classes of Numba's private per-kernel
+    cache (dispatcher._cache) and its cache file (._cache_file): this fails when Numba
+    moves either (test_disk_cache shows what each swap is for)."""
+    from padloss_numba.disk_cache import ENABLED, GuardedCache, LockedIndex
 
     if not ENABLED:
         pytest.skip("PADLOSS_NUMBA_CACHE=0")
     for kernel in _kernels():
+        assert type(kernel._cache) is GuardedCache, kernel.py_func.__qualname__
         assert type(kernel._cache._cache_file) is LockedIndex, kernel.py_func.__qualname__
 
 
