@@ -127,6 +127,20 @@ def test_a_folder_others_can_write_is_not_trusted(copy_of, whose):
     assert trusted["compiles"] == 0 and "padloss:" not in trusted["stderr"]
 
 
+def test_folders_padloss_makes_are_trusted_under_a_group_umask(tmp_path):
+    """A umask of 002 (Debian's for user-private groups) would make the folders
+    group-writable, and so refused: padloss creates them writable by the user alone."""
+    script = "import os, sys; os.umask(0o002); sys.argv = ['-c']; exec(sys.stdin.read())"
+    env = {**os.environ, "PADLOSS_CACHE_DIR": str(tmp_path / "made"), "NUMBA_NUM_THREADS": "1"}
+    for expected_compiles in (True, False):
+        proc = subprocess.run([sys.executable, "-c", script], input=_CALLS, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0 and "not using the compile cache" not in proc.stderr, proc.stderr[-2000:]
+        assert (json.loads(proc.stdout)["compiles"] > 0) == expected_compiles
+    for folder in (tmp_path / "made", *(tmp_path / "made").iterdir()):
+        assert folder.stat().st_mode & 0o022 == 0, oct(folder.stat().st_mode)
+
+
 def test_the_root_folder_is_checked_too(copy_of):
     copy_of.chmod(0o777)
     assert "not using the compile cache" in run(copy_of)["stderr"]

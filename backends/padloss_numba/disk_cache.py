@@ -126,6 +126,14 @@ class PadlossCacheLocator(caching._CacheLocator):
     def get_disambiguator(self) -> str:
         return str(self._lineno)
 
+    def ensure_cache_path(self) -> None:
+        """Create the root and the kernels' folder writable by this user alone, whatever
+        the umask (under a umask of 002 they would be group-writable, so not trusted)."""
+        folder = cache_dir()
+        for path in (folder.parent, folder):
+            os.makedirs(path, mode=0o755, exist_ok=True)
+        super().ensure_cache_path()
+
     @classmethod
     def from_function(cls, py_func, py_file):
         if Path(py_file).resolve().parent != PACKAGE_DIR:
