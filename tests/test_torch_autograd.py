@@ -522,6 +522,11 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
     (ggy,) = torch.autograd.grad((gx * rand(gx.shape, dtype, 6)).sum(), gy)
     (gg,) = torch.autograd.grad((ga * rand(ga.shape, dtype, 7)).sum(), g)
     out[str(dtype)] = [bits(v) for v in (gx, ga, gt, ggy, gg)]
+try:
+    torch.ops.padloss.circular_pad2d_backward(torch.ones(1, 1, 4, 4), [1, 1, 1, 1])
+    out["refusal"] = None
+except RuntimeError as exc:
+    out["refusal"] = str(exc)
 print(json.dumps(out))
 """
 
@@ -543,6 +548,9 @@ def test_function_mode_gives_the_custom_ops_bits():
         runs[mode] = json.loads(proc.stdout)
     assert runs["function"].pop("missing") == "PADLOSS_TORCH_MODE=function"
     assert runs[""].pop("missing") is None
+    # asked for, the absent custom ops say why and what to call
+    assert "needs torch's custom ops" in runs["function"].pop("refusal")
+    assert runs[""].pop("refusal") is None
     assert runs["function"] == runs[""]
     # real gradients, none all zeros
     assert all(any(v) for v in runs[""]["torch.float32"])

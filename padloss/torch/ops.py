@@ -179,6 +179,26 @@ else:
     l1_loss_backward = _function("L1LossBackward", _l1_kernel, _l1_backward, _l1_setup_context)
 
 
+def _refusing_library(why: str):
+    """``torch.ops.padloss.*`` in Function mode: ops of the same schemas that each raise,
+    saying why and what to call instead (torch's own error would only say "no such op")."""
+    library = torch.library.Library("padloss", "DEF")
+    schemas = {"circular_pad2d_backward": "(Tensor grad_output, int[] padding) -> Tensor",
+               "l1_loss_backward": "(Tensor grad_output, Tensor input, Tensor target, int reduction, "
+                                   "ScalarType? dtype=None) -> Tensor"}
+    for name, schema in schemas.items():
+        def refuse(*args, name=name):
+            raise RuntimeError(f"torch.ops.padloss.{name} needs torch's custom ops (torch 2.4 and later); "
+                               f"padloss.torch runs in Function mode here ({why}): call "
+                               f"padloss.torch.ops.{name}, or padloss.torch's functions and modules")
+        library.define(name + schema)
+        library.impl(name, refuse, "CompositeImplicitAutograd")
+    return library
+
+
+_refusing = None if CUSTOM_OPS_MISSING is None else _refusing_library(CUSTOM_OPS_MISSING)
+
+
 def _direct() -> bool:
     """Whether a call may skip the op: no graph is being built, nothing traces it."""
     return not torch.is_grad_enabled() and not torch_compat.is_compiling()
