@@ -68,7 +68,9 @@ def _compile_cache() -> str:
 
     folder = disk_cache.cache_dir()
     files = [p for p in folder.glob("*") if p.is_file()] if folder.is_dir() else []
-    state = "on" if disk_cache.ENABLED else "off (PADLOSS_NUMBA_CACHE=0)"
+    why = disk_cache.untrusted(folder)
+    state = ("on" if not why else f"not used: {why} (PADLOSS_CACHE_TRUSTED=1 trusts it)") \
+        if disk_cache.ENABLED else "off (PADLOSS_NUMBA_CACHE=0)"
     size = sum(p.stat().st_size for p in files) / 1e6
     return f"{folder} ({state}; {len(files)} files, {size:.1f} MB)"
 

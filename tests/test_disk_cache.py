@@ -144,6 +144,10 @@ def test_folders_padloss_makes_are_trusted_under_a_group_umask(tmp_path):
 def test_the_root_folder_is_checked_too(copy_of):
     copy_of.chmod(0o777)
     assert "not using the compile cache" in run(copy_of)["stderr"]
+    env = {**os.environ, "PADLOSS_CACHE_DIR": str(copy_of)}
+    info = subprocess.run([sys.executable, "-m", "padloss", "info"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert f"(not used: {copy_of} is writable by its group or by others" in info.stdout
 
 
 def test_four_cold_processes_compile_into_one_folder(tmp_path):
