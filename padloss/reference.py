@@ -1,8 +1,11 @@
 """Naive NumPy reference model ("oracle") of padloss's operator numerics.
 
 This module is the bit-exact oracle that the fast kernels are checked against
-(``padloss check`` and the test-suite).  It deliberately shares no code with the
-kernels: it imports only numpy and the standard library (bfloat16 arrays come
+(``padloss check`` and the test-suite).  It shares no code with the kernels and
+computes every rule itself (the mean's factor included); from padloss it reads one
+switch only, ``padloss.rules.PAD_FINAL_ROUNDING`` (which rounding mode the pad's last
+step uses, unconfirmed on hardware), so that flipping it moves oracle and kernels
+together. Otherwise it imports numpy and the standard library (bfloat16 arrays come
 from ml_dtypes, which their caller has imported), and every rounding step is
 spelled out with exact float64 arithmetic instead of bit tricks.
 
@@ -324,8 +327,17 @@ def compute_dtype_for(dtype) -> np.dtype:
 def mean_coefficient(shape, compute_dtype):
     """1.0 / d0 / d1 / ... / dk, one division per dim of ``shape``, in ``compute_dtype``
     (each dim converted to compute_dtype with round-to-nearest-even). 1.0 for a 0-d shape.
-    The rule is padloss.rules.mean_coefficient, which every backend uses too."""
-    return rules.mean_coefficient(shape, np.dtype(compute_dtype).name)
+
+    Computed here on its own, not with padloss.rules.mean_coefficient (which the kernels
+    use), so that the tests check that rule: each quotient of two float32 values is
+    divided in float64 and rounded to float32, a second rounding that cannot change the
+    result (53 >= 2 * 24 + 2 bits: Figueroa, "When is double rounding innocuous?", 1995)."""
+    scalar = np.dtype(compute_dtype).type
+    coef = 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):   # a zero-sized dim: nothing uses it
+        for d in shape:
+            coef = float(scalar(np.float64(coef) / np.float64(scalar(int(d)))))
+    return scalar(coef)
 
 
 def _round_int_to_significand(n: int, bits: int) -> int:

@@ -476,3 +476,19 @@ def test_the_pad_rounding_mode_has_one_owner(monkeypatch):
     assert pad_final_round(torch.tensor([2049.0]), torch.float16).item() == 2048
     monkeypatch.setattr(rules, "PAD_FINAL_ROUNDING", "half_away_from_zero")
     assert pad_final_round(torch.tensor([2049.0]), torch.float16).item() == 2050
+
+
+def test_the_mean_factor_is_computed_independently_of_the_kernels_rule():
+    """reference.mean_coefficient divides in float64 and rounds (innocuous double rounding);
+    padloss.rules.mean_coefficient, which the kernels use, divides in the compute dtype:
+    the two agree bit for bit, dims past float32's exact integers included."""
+    from padloss import rules
+
+    dims = [1, 2, 3, 5, 7, 35, 255, 1000, 4097, 65537, 2**24 + 1, 2**25 + 3]
+    rng = np.random.default_rng(11)
+    for _ in range(3000):
+        shape = tuple(int(d) for d in rng.choice(dims, size=rng.integers(0, 5)))
+        for dtype in (np.float32, np.float64):
+            ours = ref.mean_coefficient(shape, dtype)
+            rule = rules.mean_coefficient(shape, np.dtype(dtype).name)
+            assert ours.dtype == rule.dtype and ours.tobytes() == rule.tobytes(), (shape, dtype)
