@@ -205,3 +205,39 @@ def test_clear_is_safe_while_another_process_uses_the_folder(copy_of):
         assert proc.returncode == 0 and json.loads(out)["ok"], err[-3000:]
     run(copy_of)
     assert cli(copy_of, "verify").returncode == 0
+
+
+
+_BODY_SYMBOL = """
+import json, sys, numpy as np
+from padloss_numba import indirect
+names, real = [], indirect.address
+def address(dispatcher, signature):
+    names.append(dispatcher.overloads[tuple(signature)].fndesc.llvm_func_name)
+    return real(dispatcher, signature)
+indirect.address = address
+import padloss
+reduction = sys.argv[1]
+x, t = np.ones((4, 3), np.float16), np.zeros((1, 3), np.float16)
+g = np.ones((4, 3), np.float16) if reduction == "none" else np.float16(1)
+padloss.l1_loss_backward(g, x, t, reduction)
+print(json.dumps(names))
+"""
+
+
+def test_variants_compiled_in_two_processes_have_their_own_symbols(tmp_path):
+    """Entry points call a body by the address of its symbol (indirect.address). Numba
+    names the symbol after the qualified name, the signature and a per-process counter,
+    so L1's "none" and "mean" bodies (same signature), each compiled first in a process
+    of its own, had one name; a process loading both from the cache could then be handed
+    one body for the other (4 runs of 50 in .ci/stability gave "mean" results off by the
+    element count, as the "none" body computes). Each variant's name carries its closure's
+    constants now (disk_cache._named_for_its_variant)."""
+    names = {}
+    for reduction in ("none", "mean"):
+        env = {**os.environ, "PADLOSS_CACHE_DIR": str(tmp_path / reduction), "NUMBA_NUM_THREADS": "1"}
+        proc = subprocess.run([sys.executable, "-c", _BODY_SYMBOL, reduction], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (names[reduction],) = json.loads(proc.stdout)
+    assert names["none"] != names["mean"]

@@ -469,7 +469,7 @@ def test_a_first_compile_compiles_only_bodies_and_entries(tmp_path):
     env = dict(os.environ, PADLOSS_CACHE_DIR=str(tmp_path), PADLOSS_NUMBA_CACHE="0")
     proc = subprocess.run([sys.executable, "-c", _COMPILES], env=env, capture_output=True, text=True,
                           check=True)
-    compiled = json.loads(proc.stdout)
+    compiled = [name.split(".variant_")[0] for name in json.loads(proc.stdout)]
     assert compiled.count("chunk_body.<locals>.body") == 3, compiled   # pad, L1 fixed grad, L1 integer
     assert compiled.count("make_kernel.<locals>.kernel") == 3 and len(compiled) == 6, compiled
 

@@ -232,11 +232,25 @@ class GuardedCache(caching.FunctionCache):
                       "(%s): kernels stay in memory for this process", cache_dir(), exc)
 
 
+def _named_for_its_variant(py_func):
+    """``py_func`` with its closure's constants (the variant: dtypes, flags) in its
+    qualified name. Numba names a function's machine code after its qualified name, the
+    signature and a per-process counter, so two variants of one kernel body compiled in
+    two processes can get the same symbol; a process that loads both from the cache
+    then finds one address for both (indirect.address), and ran L1's "none" body for a
+    "mean" call. The name also gives each variant its own cache index."""
+    cells = tuple(cell.cell_contents for cell in py_func.__closure__ or ())
+    if cells:
+        digest = hashlib.sha256(repr(cells).encode()).hexdigest()[:16]
+        py_func.__qualname__ = f"{py_func.__qualname__}.variant_{digest}"
+    return py_func
+
+
 def jit(**options):
-    """``numba.njit`` for a padloss kernel: nogil, cached on disk unless the
-    ``numba_cache`` setting is off, its cache entries locked (:class:`LockedIndex`)."""
+    """``numba.njit`` for a padloss kernel: nogil, named for its variant, cached on disk
+    unless the ``numba_cache`` setting is off, its cache entries locked (:class:`LockedIndex`)."""
     def decorate(py_func):
-        dispatcher = numba.njit(cache=ENABLED, nogil=True, **options)(py_func)
+        dispatcher = numba.njit(cache=ENABLED, nogil=True, **options)(_named_for_its_variant(py_func))
         if ENABLED and isinstance(dispatcher._cache, caching.FunctionCache):   # private: see test_engine
             dispatcher._cache.__class__ = GuardedCache
             if fcntl is not None:
