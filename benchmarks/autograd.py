@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 import statistics
 
-from .common import PADDING, PEER, SIZES, _as_torch, _random
+from .common import PADDING, PEER, SIZES, _as_torch, _random, timers
 
 PADLOSS_TORCH = "padloss.torch"
 IMPLS = [PADLOSS_TORCH, PEER]
@@ -39,9 +39,8 @@ def _padloss_torch():
 
 def speedup(fn, peer, rounds: int = 7, round_s: float = 0.01) -> float:
     """Median over interleaved rounds of (peer's time / fn's time); each round
-    times each about ``round_s`` seconds' worth of calls (at least one).
-    padloss.benchmark's timers: every commit with padloss.torch has them."""
-    from padloss.benchmark import calls_per_round, time_round
+    times each about ``round_s`` seconds' worth of calls (at least one)."""
+    calls_per_round, time_round = timers("calls_per_round", "time_round")
 
     fn(), peer()
     calls = [calls_per_round(f, round_s, max_calls=2000) for f in (fn, peer)]
@@ -125,9 +124,12 @@ class TrainingStep:
 
     def setup(self, mode):
         _padloss_torch()
-        # padloss.torch and padloss.benchmark.training_step landed together: every commit
-        # this can run on has both.
-        from padloss.benchmark import PATCHED, UNPATCHED, training_step
+        # padloss.torch and the training step landed together: every commit this can run
+        # on has both (in padloss.bench.peers, or earlier padloss.benchmark).
+        try:
+            from padloss.bench.peers import PATCHED, UNPATCHED, training_step
+        except ImportError:
+            from padloss.benchmark import PATCHED, UNPATCHED, training_step
 
         steps = training_step(BATCH)
         self.steps = {"patched": steps[PATCHED], "unpatched": steps[UNPATCHED]}

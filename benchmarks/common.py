@@ -1,10 +1,11 @@
 """The grid of the asv suite and the workloads it times.
 
-Self-contained on purpose: asv runs this suite against old commits too, so a
-workload uses padloss's public API only (it has not changed since the first
-commit), and what a commit lacks (an op, a backend, the ceiling kernel) is
-skipped rather than failed. ``padloss bench`` (padloss/benchmark.py) times the
-same sizes for the current code only.
+asv runs this suite against old commits too, so a workload calls padloss's public
+API only (it has not changed since the first commit); the timers and the ceilings,
+which are not public, come from where each commit has them (``timers``,
+``Workload.ceiling``), and what a commit lacks (an op, a backend, the ceiling
+kernel) is skipped rather than failed. ``padloss bench`` (padloss/bench/) times
+the same sizes for the current code only.
 """
 from __future__ import annotations
 
@@ -105,14 +106,23 @@ class Workload:
 
     def ceiling(self):
         """({name: callable}, bytes each moves) of the streaming kernels with this op's
-        read/write mix that store normally (padloss_numba.stream.ceilings; a commit
-        before it had one, ``make_stream``), or None on a commit without any."""
+        read/write mix that store normally (padloss.bench.ceilings; before it,
+        padloss_numba.stream.ceilings, and before that ``make_stream``), or None on
+        a commit without any."""
+        streams = self.streams_read + 1
+        words = max(1, self.nbytes // (4 * streams))
+        try:
+            from padloss.bench import ceilings
+        except ImportError:
+            pass
+        else:
+            inputs = tuple(np.ones(words, np.float32) for _ in range(self.streams_read))
+            found = ceilings.ceilings_over(inputs, np.zeros(words, np.float32))
+            return {name: fn for name, fn in found.items() if name != ceilings.STREAMED}, 4 * words * streams
         try:
             from padloss_numba import stream
         except ImportError:
             return None
-        streams = self.streams_read + 1
-        words = max(1, self.nbytes // (4 * streams))
         if hasattr(stream, "ceilings"):
             found = stream.ceilings(self.streams_read, words)
             fns = {name: found[name] for name in stream.NORMAL_STORES if name in found}
@@ -121,12 +131,21 @@ class Workload:
         return fns, 4 * words * streams
 
 
+def timers(*names: str) -> tuple:
+    """padloss's timing functions by name: padloss.bench.timing's, or on a commit
+    before it, padloss.benchmark's."""
+    try:
+        from padloss.bench import timing
+    except ImportError:
+        from padloss import benchmark as timing
+    return tuple(getattr(timing, name) for name in names)
+
+
 def ratio_to_ceiling(fn, nbytes: int, ceiling) -> float:
     """Median over interleaved rounds of (fn's bandwidth / the best ceiling's in that round)."""
     import statistics
 
-    from padloss.benchmark import interleaved, time_round
-
+    interleaved, time_round = timers("interleaved", "time_round")
     fns, ceiling_bytes = ceiling
     calls = max(1, min(200, int(0.01 / time_round(fn, 1))))   # about 10 ms a round
     results = interleaved({"op": (fn, nbytes), **{name: (f, ceiling_bytes) for name, f in fns.items()}},

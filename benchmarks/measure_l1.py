@@ -40,7 +40,7 @@ def measure(elements: int, row: int, rounds: int) -> dict:
     import torch
 
     import padloss
-    from padloss import benchmark
+    from padloss.bench import timing as benchmark
     from padloss_numba.stream import make_stream
 
     rng = np.random.default_rng(0)

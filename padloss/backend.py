@@ -7,7 +7,8 @@ and registers an instance (or a factory) under the entry-point group
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+import importlib
+from typing import Any, Callable, Mapping, Protocol
 
 from .problem import Problem
 
@@ -25,12 +26,16 @@ class Plan(Protocol):
 
 
 class Backend:
-    """Base class; subclasses set ``name``, ``priority``, ``devices`` and override
-    :meth:`availability`, :meth:`supports` and :meth:`compile`."""
+    """Base class; subclasses set ``name``, ``priority``, ``devices`` and ``plans``, and
+    override :meth:`availability`, and :meth:`supports` where they refuse more than
+    an op they lack (calling this one first)."""
 
     name: str = ""
     priority: int = 0                     # higher wins in automatic selection
     devices: frozenset[str] = frozenset()  # device types whose data it computes on
+    plans: Mapping[str, str] = {}
+    """op name -> "module:function" that builds its Plan from a Problem, imported on the
+    op's first compile (so a backend's import stays light)."""
 
     def availability(self) -> tuple[bool, str]:
         """(available, reason if not). Must be cheap and must not import heavy
@@ -40,15 +45,41 @@ class Backend:
     def supports(self, problem: Problem) -> str | None:
         """None when this backend can run ``problem``, else the reason it cannot.
         A pure function of the Problem: padloss remembers the verdict."""
-        raise NotImplementedError
+        if problem.op not in self.plans:
+            return f"does not implement {problem.op}"
+        return None
+
+    def plan_builder(self, op: str) -> Callable[..., Plan]:
+        """The function ``plans`` names for ``op``."""
+        module, _, function = self.plans[op].partition(":")
+        return getattr(importlib.import_module(module), function)
 
     def compile(self, problem: Problem) -> Plan:
-        raise NotImplementedError
+        """The Plan of ``problem``: its op's builder, given the Problem (a backend whose
+        builders take more overrides this)."""
+        return self.plan_builder(problem.op)(problem)
 
     def cache_context(self) -> tuple:
         """Run-time settings a plan depends on (e.g. the thread count); part of
         the plan-cache key."""
         return ()
+
+    def describe(self) -> list[str]:
+        """Lines ``padloss info`` prints about this backend's own state (threads,
+        caches); nothing by default."""
+        return []
+
+    def yardsticks(self, inputs: tuple, out: Any) -> dict[str, Callable[[], object]]:
+        """Kernels that only stream ``inputs`` (1-D float32 arrays as long as ``out``)
+        into ``out`` with this backend's own loads and stores, by name: the ceilings
+        ``padloss bench`` holds its ops against. None by default."""
+        return {}
+
+    def compiled_for(self, op: str, dtype: str) -> bool:
+        """Whether a new process would run ``op`` on ``dtype`` without compiling first
+        (true when nothing compiles, or nothing compiled would be kept), so that
+        ``padloss bench`` knows when to compile ahead in child processes."""
+        return True
 
     def __repr__(self) -> str:
         return f"<padloss backend {self.name!r}>"

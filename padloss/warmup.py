@@ -14,35 +14,16 @@ import logging
 import time
 from typing import Iterable
 
-import numpy as np
-
 from .arrays import numpy_dtype
-from .circular_pad import circular_pad2d_backward_get_workspace_size
-from .l1_loss import l1_loss_backward_get_workspace_size
+from .catalogue import OPS, WARM_DTYPES
 
-OPS = ("circular_pad2d_backward", "l1_loss_backward")
-DTYPES = ("float16", "bfloat16", "float32")
 # Sides of square tensors that select the serial, the parallel and the streaming kernel
 # variants (a 4096 x 4096 output is 32 MiB even in float16; the Numba backend streams from 16).
 _SIDES = (4, 256, 4096)
 
 
-def _pad(dtype: np.dtype, side: int, backend: str | None) -> None:
-    out = np.empty((1, 1, side, side), dtype)
-    circular_pad2d_backward_get_workspace_size(np.empty((1, 1, side + 2, side + 2), dtype), out,
-                                               (1, 1, 1, 1), out, backend=backend)
-
-
-def _l1(dtype: np.dtype, side: int, backend: str | None) -> None:
-    x, out = np.empty((side, side), dtype), np.empty((side, side), dtype)
-    l1_loss_backward_get_workspace_size(np.empty((), dtype), x, x, "mean", out, backend=backend)
-    l1_loss_backward_get_workspace_size(x, x, x, "none", out, backend=backend)
-
-
-_RUNNERS = {"circular_pad2d_backward": _pad, "l1_loss_backward": _l1}
-
-
-def warmup(ops: Iterable[str] = OPS, dtypes: Iterable[str] = DTYPES, *, backend: str | None = None) -> float:
+def warmup(ops: Iterable[str] = tuple(OPS), dtypes: Iterable[str] = WARM_DTYPES, *,
+           backend: str | None = None) -> float:
     """Prepare the kernels for ``ops`` x ``dtypes``; returns the seconds it took.
     Quiet: the backend's note on a slow first call (logger "padloss") is for calls
     that did not ask for the compile."""
@@ -52,10 +33,9 @@ def warmup(ops: Iterable[str] = OPS, dtypes: Iterable[str] = DTYPES, *, backend:
     log.setLevel(logging.ERROR)
     try:
         for op in ops:
-            run = _RUNNERS[op]
             for name in dtypes:
                 for side in _SIDES:
-                    run(numpy_dtype(name), side, backend)
+                    OPS[op].warm(numpy_dtype(name), side, backend)
     finally:
         log.setLevel(level)
     return time.perf_counter() - t0

@@ -17,7 +17,9 @@ from test_lazy_imports import HIDE_TORCH
 
 import bounds
 import padloss
-from padloss import benchmark, cli, reference
+from padloss import catalogue, check, cli, console, reference
+from padloss.bench import ceilings, peers, rounds, run, timing, workloads
+from padloss.bench import report as bench_report
 
 OPS = ("circular_pad2d_backward", "l1_loss_backward (mean)")
 
@@ -47,7 +49,7 @@ def test_info_shows_version_backends_threads_and_caches():
         assert ("available" if b.available else "unavailable") in row.split()
         assert b.reason in row
     assert any(line.startswith("numba: threading layer ") and " threads " in line for line in lines)
-    assert any(line.startswith("compile cache: ") for line in lines)
+    assert any(line.startswith("numba: compile cache: ") for line in lines)
     assert any(line.startswith("plan cache (this process): ") for line in lines)
     settings = lines[lines.index("settings (padloss.config):") + 1:]
     for s, line in zip(padloss.config.SETTINGS, settings):
@@ -68,7 +70,7 @@ def test_info_lists_the_compiled_variants_of_the_current_sources():
     env = {k: v for k, v in os.environ.items() if k != "PADLOSS_NUMBA_CACHE"}   # the disk cache on
     done = subprocess.run([sys.executable, "-c", _VARIANTS], capture_output=True, text=True, check=True,
                           env=env)
-    lines = done.stdout.splitlines()
+    lines = [line.removeprefix("numba: ") for line in done.stdout.splitlines()]   # the backend's own lines
     head = next(line for line in lines if line.startswith("compiled variants (current sources): "))
     assert int(head.split(": ")[1].split()[0]) >= 2   # bodies
 
@@ -111,10 +113,10 @@ def test_check_passes_on_every_available_backend(monkeypatch):
     monkeypatch.setattr(sys, "stderr", terminal)
     status, out = run_cli("check")
     drawn = terminal.getvalue().split("\r")
-    cases = cli.check_cases()
+    cases = catalogue.check_cases()
     first, last = cases[0], cases[-1]
     label = f"{first.op} {first.name}, {first.dtype}"[:50]             # labels are cut at 50
-    assert drawn[1] == f"[{'.' * cli.Progress.WIDTH}] 0/{len(cases)} {label}"
+    assert drawn[1] == f"[{'.' * console.Progress.WIDTH}] 0/{len(cases)} {label}"
     assert drawn[-3].split()[1:3] == [f"{len(cases) - 1}/{len(cases)}", last.op]
     assert drawn[-1] == "" and drawn[-2].strip() == ""        # cleared before the table
     backends = [b.name for b in padloss.available_backends() if b.available]
@@ -122,14 +124,14 @@ def test_check_passes_on_every_available_backend(monkeypatch):
     assert status == 0, out
     assert lines[1].split() == ["op", "case", "dtype"] + backends
     rows = [line for line in lines if line.startswith(("circular_pad2d_backward", "l1_loss_backward"))]
-    assert len(rows) == len(cli.check_cases())
+    assert len(rows) == len(catalogue.check_cases())
     assert all(set(row.split()[-len(backends):]) <= {"ok", "n/a"} for row in rows)
     assert lines[-1] == f"all {len(rows) * len(backends)} checks match"
 
 
 def test_check_exits_1_on_a_mismatch(monkeypatch):
-    cases = [c for c in cli.check_cases() if c.dtype == "float32"][:3]
-    monkeypatch.setattr(cli, "check_cases", lambda: cases)
+    cases = [c for c in catalogue.check_cases() if c.dtype == "float32"][:3]
+    monkeypatch.setattr(catalogue, "check_cases", lambda: cases)
     wrong = reference.circular_pad2d_backward
     monkeypatch.setattr(reference, "circular_pad2d_backward", lambda *a: wrong(*a) + 1)
     status, out = run_cli("check")
@@ -142,8 +144,8 @@ def test_check_counts_a_crash_as_a_failure(monkeypatch):
     def crash(backend):
         raise RuntimeError("boom")
 
-    case = cli.check_cases()[0]._replace(compute=crash)
-    monkeypatch.setattr(cli, "check_cases", lambda: [case])
+    case = catalogue.check_cases()[0]._replace(compute=crash)
+    monkeypatch.setattr(catalogue, "check_cases", lambda: [case])
     status, out = run_cli("check")
     assert status == 1
     assert "ERROR" in out and "boom" in out
@@ -151,35 +153,35 @@ def test_check_counts_a_crash_as_a_failure(monkeypatch):
 
 def test_differing_compares_bits_and_lets_nans_match():
     nan_a = np.array([0x7FC00000, 0x7FC00001], np.uint32).view(np.float32)
-    assert cli.differing(nan_a, nan_a[::-1].copy()) == 0
-    assert cli.differing(np.array([0.0, 1.0], np.float32), np.array([-0.0, 1.0], np.float32)) == 1
-    assert cli.differing(np.zeros(3, np.float16), np.zeros(3, np.float32)) == 3
+    assert check.differing(nan_a, nan_a[::-1].copy()) == 0
+    assert check.differing(np.array([0.0, 1.0], np.float32), np.array([-0.0, 1.0], np.float32)) == 1
+    assert check.differing(np.zeros(3, np.float16), np.zeros(3, np.float32)) == 3
 
 
 def test_bench_json_holds_every_implementation_and_the_latencies(report):
     assert report["padloss"] == padloss.__version__
-    assert report["sizes"] == {"tiny": list(benchmark.SIZES["tiny"])}
+    assert report["sizes"] == {"tiny": list(workloads.SIZES["tiny"])}
     assert report["dtypes"] == ["float32"] and report["rounds"] == 1
     assert report["threads"]["numba"] >= 1
     assert report["others_busy_cores"] is None or 0 <= report["others_busy_cores"] <= report["cpus"]
-    impls = ["padloss numba", "padloss numba" + benchmark.RUN, benchmark.REFERENCE, benchmark.CEILING,
-             benchmark.CEILING_NT, benchmark.CEILING_PART + "prange", benchmark.CEILING_PART + "numpy"]
-    if benchmark.torch_installed():
-        impls += [benchmark.TORCH_AUTOGRAD]
-        assert report["torch_allocator"] in ("default", f"{cli.THP_VAR}={os.environ.get(cli.THP_VAR)}")
+    impls = ["padloss numba", "padloss numba" + workloads.RUN, workloads.REFERENCE, ceilings.CEILING,
+             ceilings.CEILING_NT, ceilings.CEILING_PART + "prange", ceilings.CEILING_PART + "numpy"]
+    if peers.installed("torch"):
+        impls += [workloads.TORCH_AUTOGRAD]
+        assert report["torch_allocator"] in ("default", f"{run.THP_VAR}={os.environ.get(run.THP_VAR)}")
     for op in OPS:
         rows = {r["impl"]: r for r in report["results"] if r["op"] == op}
         assert set(impls) <= set(rows)
         for r in rows.values():
             assert r["median_s"] > 0 and r["gbps"] > 0 and r["ratio_to_ceiling"] > 0
             assert len(r["seconds"]) == 1 and r["nbytes"] > 0
-        assert rows[benchmark.CEILING]["ratio_to_ceiling"] == pytest.approx(1)
-        assert rows[benchmark.CEILING_NT]["ratio_to_nt"] == pytest.approx(1)
+        assert rows[ceilings.CEILING]["ratio_to_ceiling"] == pytest.approx(1)
+        assert rows[ceilings.CEILING_NT]["ratio_to_nt"] == pytest.approx(1)
         # the ceiling is, round by round, the fastest of the normal-store implementations
-        parts = [rows[benchmark.CEILING_PART + name]["seconds"] for name in ("prange", "numpy")]
-        assert rows[benchmark.CEILING]["seconds"] == [min(t) for t in zip(*parts)]
-        if benchmark.torch_installed():
-            assert rows[benchmark.TORCH_AUTOGRAD]["speedup_vs_torch"] == pytest.approx(1)
+        parts = [rows[ceilings.CEILING_PART + name]["seconds"] for name in ("prange", "numpy")]
+        assert rows[ceilings.CEILING]["seconds"] == [min(t) for t in zip(*parts)]
+        if peers.installed("torch"):
+            assert rows[workloads.TORCH_AUTOGRAD]["speedup_vs_torch"] == pytest.approx(1)
     assert {(r["op"], r["call"]) for r in report["latency"]} == \
         {(op, call) for op in OPS for call in ("one-shot call", "executor.run()")}
     assert report["first_result_s"] > 0
@@ -202,7 +204,6 @@ def test_ceilings_write_the_sum_of_their_inputs(n_inputs, skip):
     whole line."""
     from layouts import output_at
     from padloss_numba.nontemporal import STREAM_MIN_BYTES
-    from padloss_numba.stream import ceilings_over
 
     n = STREAM_MIN_BYTES // 4 + 37
     rng = np.random.default_rng(n_inputs)
@@ -211,16 +212,16 @@ def test_ceilings_write_the_sum_of_their_inputs(n_inputs, skip):
     for a in inputs[1:]:
         expected += a
     out = output_at((n,), np.float32, skip)
-    found = ceilings_over(inputs, out)
+    found = ceilings.ceilings_over(inputs, out)   # the Numba backend's yardsticks and NumPy's
     assert set(found) == {"prange", "nt"} | ({"numpy"} if n_inputs < 3 else set())
-    for name, run in found.items():
+    for name, fn in found.items():
         out[...] = np.nan
-        run()
+        fn()
         np.testing.assert_array_equal(out, expected, err_msg=name)
 
 
 def test_bench_table_puts_the_ops_side_by_side(report):
-    lines = cli.format_report(report).splitlines()
+    lines = bench_report.format_report(report).splitlines()
     top = next(i for i, line in enumerate(lines) if line.lstrip().startswith("| circular_pad2d_backward"))
     assert [cell.strip() for cell in lines[top].split("|")[1:]] == list(OPS)
     assert lines[top + 1].split() == ["size", "dtype", "implementation"] + \
@@ -235,12 +236,12 @@ def test_bench_table_puts_the_ops_side_by_side(report):
 
 
 def test_bench_json_times_the_torch_autograd_path_and_a_training_step(report):
-    if not benchmark.torch_installed():
+    if not peers.installed("torch"):
         assert report["autograd"] == []
         return
-    pairs = [(op, "tiny", [*benchmark.SIZES["tiny"]], (benchmark.AUTOGRAD_PADLOSS, benchmark.TORCH_AUTOGRAD))
+    pairs = [(op, "tiny", [*workloads.SIZES["tiny"]], (workloads.AUTOGRAD_PADLOSS, workloads.TORCH_AUTOGRAD))
              for op in OPS]
-    pairs += [(benchmark.STEP, None, [*benchmark.STEP_BATCH], (benchmark.PATCHED, benchmark.UNPATCHED))]
+    pairs += [(peers.STEP, None, [*peers.STEP_BATCH], (peers.PATCHED, peers.UNPATCHED))]
     rows = report["autograd"]
     assert [(r["op"], r["size"], r["shape"], r["dtype"], r["impl"]) for r in rows] == \
         [(op, size, shape, "float32", impl) for op, size, shape, impls in pairs for impl in impls]
@@ -250,56 +251,56 @@ def test_bench_json_times_the_torch_autograd_path_and_a_training_step(report):
 
 
 def test_bench_table_lists_the_torch_autograd_rows(report):
-    lines = cli.format_report(report).splitlines()
+    lines = bench_report.format_report(report).splitlines()
     header = ["through", "torch", "autograd", "size"]
     found = [i for i, line in enumerate(lines) if line.split()[:4] == header]
-    if not benchmark.torch_installed():
+    if not peers.installed("torch"):
         assert found == []
         return
     top, = found
-    assert lines[top].split()[4:] == ["dtype", benchmark.AUTOGRAD_PADLOSS, "torch", "x", "torch"]
+    assert lines[top].split()[4:] == ["dtype", workloads.AUTOGRAD_PADLOSS, "torch", "x", "torch"]
     rows = lines[top + 1:lines.index("", top)]
-    assert [row[:len(op)] for row, op in zip(rows, [*OPS, benchmark.STEP])] == [*OPS, benchmark.STEP]
+    assert [row[:len(op)] for row, op in zip(rows, [*OPS, peers.STEP])] == [*OPS, peers.STEP]
     assert len(rows) == 3 and rows[0].split()[1:3] == ["tiny", "float32"]
 
 
 def test_bench_autograd_rows_are_tiny_only_with_quick():
     def sizes(*argv):
-        return cli.autograd_sizes(cli.parser().parse_args(["bench", *argv]))
+        return rounds.autograd_sizes(cli.parser().parse_args(["bench", *argv]))
 
     assert sizes("--quick") == ["tiny"]
     assert sizes("--quick", "--sizes", "large") == []
-    assert sizes() == list(benchmark.SIZES)
+    assert sizes() == list(workloads.SIZES)
     assert sizes("--sizes", "large", "tiny") == ["large", "tiny"]
 
 
 def test_bench_plot_needs_matplotlib(monkeypatch, capsys):
-    find_spec = cli.importlib.util.find_spec
-    monkeypatch.setattr(cli.importlib.util, "find_spec",
+    find_spec = run.importlib.util.find_spec
+    monkeypatch.setattr(run.importlib.util, "find_spec",
                         lambda name, *a: None if name == "matplotlib" else find_spec(name, *a))
-    assert cli.main(["bench", "--quick", "--plot", "out.png"]) == cli.MATPLOTLIB_MISSING
+    assert cli.main(["bench", "--quick", "--plot", "out.png"]) == run.MATPLOTLIB_MISSING
     captured = capsys.readouterr()
     assert "needs matplotlib" in captured.err and captured.out == ""
 
 
 def test_bench_plot_writes_a_png(report, tmp_path):
     pytest.importorskip("matplotlib")
-    cli.plot(report, str(tmp_path / "bench.png"))
+    bench_report.plot(report, str(tmp_path / "bench.png"))
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bench_thp_reruns_itself_with_torchs_huge_page_allocator(monkeypatch):
-    monkeypatch.delenv(cli.THP_VAR, raising=False)
+    monkeypatch.delenv(run.THP_VAR, raising=False)
     seen = {}
 
     def fake_run(cmd, env):
         seen.update(cmd=cmd, env=env)
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr(cli.subprocess, "run", fake_run)
+    monkeypatch.setattr(run.subprocess, "run", fake_run)
     assert cli.main(["bench", "--thp", "--quick", "--json"]) == 0
     assert seen["cmd"] == [sys.executable, "-m", "padloss", "bench", "--quick", "--json"]
-    assert seen["env"][cli.THP_VAR] == "1"
+    assert seen["env"][run.THP_VAR] == "1"
 
 
 def test_bare_padloss_runs_the_quick_bench(monkeypatch):
@@ -325,7 +326,7 @@ def test_progress_bar_draws_only_on_a_terminal():
 
     shown, hidden = Terminal(), io.StringIO()
     for stream in (shown, hidden):
-        bar = cli.Progress(2, stream)
+        bar = console.Progress(2, stream)
         bar.step("first")
         bar.step("second")
         bar.close()
@@ -379,27 +380,31 @@ def test_a_first_bench_compiles_its_kernels_ahead_in_one_process_per_op(monkeypa
     args = cli.parser().parse_args(["bench", "--sizes", "tiny"])
     args.dtypes = ["float32"]
     monkeypatch.setattr(variants, "listing", lambda: ({}, 3))                 # nothing for these sources
-    children = cli.compile_ahead(args)
+    children = run.compile_ahead(args)
     assert sorted(children) == ["l1", "pad"]
-    monkeypatch.setattr(variants, "listing", lambda: ({(benchmark.PadWorkload.op, "float32"): {}}, 0))
-    assert cli.compile_ahead(args) == {}                                        # a later run loads them
+    pad_only = {("circular_pad2d_backward", "float32"): {}}
+    monkeypatch.setattr(variants, "listing", lambda: (pad_only, 0))
+    assert sorted(run.compile_ahead(args)) == ["l1", "pad"]                    # L1's are missing
+    both = {**pad_only, ("l1_loss_backward", "float32, float32, float32 -> float32"): {}}
+    monkeypatch.setattr(variants, "listing", lambda: (both, 0))
+    assert run.compile_ahead(args) == {}                                        # a later run loads them
     terminal = Terminal()
-    progress = cli.Progress(2, terminal)
-    assert cli.compile_in_children(children, progress) == []
+    progress = console.Progress(2, terminal)
+    assert console.run_children(children, progress) == []
     steps = sorted(" ".join(piece.split()[2:]) for piece in terminal.getvalue().split("\r") if piece)
     assert steps == ["l1, tiny float32 ready", "pad, tiny float32 ready"]
 
 
 def test_ratios_pair_rounds_within_one_process_and_medians_across():
-    a = benchmark.Result("a", 100, [1.0, 2.0, 3.0])
-    b = benchmark.Result("b", 100, [2.0, 2.0, 20.0])
-    assert benchmark.speedup(a, b) == 2.0                  # per round: 2, 1, 6.7
+    a = timing.Result("a", 100, [1.0, 2.0, 3.0])
+    b = timing.Result("b", 100, [2.0, 2.0, 20.0])
+    assert timing.speedup(a, b) == 2.0                  # per round: 2, 1, 6.7
     elsewhere = b._replace(group="torch")                  # timed in the torch child
-    assert benchmark.speedup(a, elsewhere) == 1.0          # medians: 2 / 2
-    assert benchmark.ratio(a, elsewhere) == 1.0
+    assert timing.speedup(a, elsewhere) == 1.0          # medians: 2 / 2
+    assert timing.ratio(a, elsewhere) == 1.0
 
 
-@pytest.mark.skipif(not benchmark.torch_installed(), reason="needs torch")
+@pytest.mark.skipif(not peers.installed("torch"), reason="needs torch")
 def test_bench_times_torch_in_a_child_process_and_never_imports_it():
     """torch's OpenMP threads spin after each op: in the process timing padloss and the
     ceilings they halved the medium pad's bandwidth, so torch runs in a child."""
@@ -413,31 +418,31 @@ def test_bench_times_torch_in_a_child_process_and_never_imports_it():
     assert done.returncode == 0, done.stderr
     imported, impls, torch_threads, autograd_rows = json.loads(done.stdout)
     assert not imported
-    assert benchmark.TORCH_AUTOGRAD in impls and "padloss numba" in impls
+    assert workloads.TORCH_AUTOGRAD in impls and "padloss numba" in impls
     assert torch_threads >= 1 and autograd_rows >= 2
 
 
 def test_bench_times_jax_when_installed_else_says_why(report):
     impls = {r["impl"] for r in report["results"]}
-    if benchmark.jax_installed():
-        assert benchmark.JAX_VJP in impls
+    if peers.installed("jax"):
+        assert workloads.JAX_VJP in impls
         assert all(r["speedup_vs_jax"] > 0 for r in report["results"] if r["impl"] == "padloss numba")
     else:
-        assert benchmark.JAX_VJP not in impls and report["not_measured"]["jax"] == "not installed"
+        assert workloads.JAX_VJP not in impls and report["not_measured"]["jax"] == "not installed"
 
 
 @pytest.mark.vs_peer
-@pytest.mark.skipif(not benchmark.jax_installed(), reason="needs jax")
+@pytest.mark.skipif(not peers.installed("jax"), reason="needs jax")
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
 def test_the_jax_peer_computes_the_same_gradients(reduction):
     """Both against the exact float64 values: JAX's float32 sums within one rounding a
     term, its L1 within its division's roundings (two, where it multiplies by 1/N)."""
     pytest.importorskip("torch")   # bounds.pad_terms sums with torch's float64 autograd
-    pad = benchmark.PadWorkload("float32", (2, 3, 8, 8))
+    pad = workloads.PadWorkload("float32", (2, 3, 8, 8))
     exact, abs_sum, terms, exact_error = bounds.pad_terms(pad.grad_output, pad.out.shape, pad.padding)
     bounds.assert_within(np.asarray(pad.jax_vjp()()), exact, bounds.sum_bound(np.float32, terms, abs_sum)
                          + exact_error, "jax")
-    l1 = benchmark.L1Workload("float32", (2, 3, 8, 8), reduction)
+    l1 = workloads.L1Workload("float32", (2, 3, 8, 8), reduction)
     exact, exact_error = bounds.l1_terms(l1.grad_output, l1.self_, l1.target, reduction)
     bounds.assert_within(np.asarray(l1.jax_vjp()()), exact,
                          bounds.rounding_bound(np.float32, 2, np.abs(exact)) + exact_error, "jax")
@@ -445,13 +450,13 @@ def test_the_jax_peer_computes_the_same_gradients(reduction):
 
 def test_prepare_plans_a_workload_without_filling_or_running_it():
     padloss.plan_cache.clear()
-    w = benchmark.workload("l1", "float32", "tiny", "mean", filled=False)
+    w = workloads.workload("l1", "float32", "tiny", "mean", filled=False)
     w.out[...] = 7.0
-    benchmark.prepare(w, mixes=[w.ceiling_inputs])
+    workloads.prepare(w, mixes=[w.ceiling_inputs])
     assert padloss.plan_cache.size == 1                     # phase 1 planned (and compiled) it
     assert (w.out == 7.0).all()                             # and nothing ran
     planned = padloss.plan_cache.size
-    filled = benchmark.workload("l1", "float32", "tiny", "mean")
+    filled = workloads.workload("l1", "float32", "tiny", "mean")
     filled.padloss(None)()
     assert padloss.plan_cache.size == planned               # the timed call finds that plan
     np.testing.assert_array_equal(filled.out, reference.l1_loss_backward(filled.grad_output, filled.self_,
@@ -465,9 +470,9 @@ def test_calls_per_round_warms_up_only_what_may_compile():
         calls.append(1)
         time.sleep(0.01)
 
-    assert benchmark.calls_per_round(slow, round_s=0.005) == 1 and len(calls) == 2   # untimed, timed
+    assert timing.calls_per_round(slow, round_s=0.005) == 1 and len(calls) == 2   # untimed, timed
     calls.clear()
-    assert benchmark.calls_per_round(slow, round_s=0.005, first_s=0.01) == 1 and not calls
+    assert timing.calls_per_round(slow, round_s=0.005, first_s=0.01) == 1 and not calls
 
 
 def test_sized_rounds_keep_their_sizing_round_only_where_every_call_fills_a_round(monkeypatch):
@@ -475,7 +480,7 @@ def test_sized_rounds_keep_their_sizing_round_only_where_every_call_fills_a_roun
     machine made the fast call (sleep(0)) seem to fill a round, and the test failed in CI."""
     made = {"slow": 0, "fast": 0}
     now = [0.0]
-    monkeypatch.setattr(benchmark, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
 
     def call(name, seconds):
         def fn():
@@ -484,11 +489,11 @@ def test_sized_rounds_keep_their_sizing_round_only_where_every_call_fills_a_roun
         return fn
 
     slow = {"slow": (call("slow", 2.0 ** -6), 8)}   # 15.6 ms: longer than a round
-    timed = benchmark.sized_rounds(slow, rounds=3, round_s=0.005)
+    timed = timing.sized_rounds(slow, rounds=3, round_s=0.005)
     assert made["slow"] == 3 and len(timed["slow"].seconds) == 3 and min(timed["slow"].seconds) >= 0.01
     made["slow"] = 0
     mixed = {**slow, "fast": (call("fast", 2.0 ** -20), 8)}   # ~1 us: its round holds many calls, sized anew
-    timed = benchmark.sized_rounds(mixed, rounds=3, round_s=0.005)
+    timed = timing.sized_rounds(mixed, rounds=3, round_s=0.005)
     assert made["slow"] == 4 and made["fast"] > 3 + 6
     assert [len(r.seconds) for r in timed.values()] == [3, 3]
 
@@ -496,11 +501,11 @@ def test_sized_rounds_keep_their_sizing_round_only_where_every_call_fills_a_roun
 def test_interleaved_rounds_time_each_candidate_once_in_orders_that_change():
     ran: list[str] = []
     candidates = {name: (lambda name=name: ran.append(name), 8) for name in "abcd"}
-    timed = benchmark.interleaved(candidates, rounds=12, calls=1, warmup=0)
+    timed = timing.interleaved(candidates, rounds=12, calls=1, warmup=0)
     rounds = [tuple(ran[i:i + 4]) for i in range(0, len(ran), 4)]
     assert len(rounds) == 12 and all(sorted(r) == list("abcd") for r in rounds)
     assert len(set(rounds)) > 1 and {r[0] for r in rounds} == set("abcd")   # no fixed first place
     assert all(len(r.seconds) == 12 for r in timed.values())
     ran.clear()
-    benchmark.interleaved(candidates, rounds=12, calls=1, warmup=0)
+    timing.interleaved(candidates, rounds=12, calls=1, warmup=0)
     assert [tuple(ran[i:i + 4]) for i in range(0, len(ran), 4)] == rounds   # seeded: the same orders again

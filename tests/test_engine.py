@@ -360,32 +360,6 @@ def test_plugin_discovered_and_used(plugin):
     np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, x.shape, p)))
 
 
-def test_the_private_thread_count_reader_exists_and_agrees():
-    """The Numba backend reads the thread count on every call through Numba's private
-    lock-free reader (0.14 us, against 0.75 us for numba.get_num_threads()). If Numba
-    renames it, this fails, naming it."""
-    import threading
-
-    import numba
-    from numba.np.ufunc import parallel
-
-    from padloss_numba import numba_backend
-
-    assert hasattr(parallel, "_get_num_threads"), "numba.np.ufunc.parallel._get_num_threads is gone"
-    assert numba_backend.thread_count is parallel._get_num_threads
-    seen = []
-
-    def in_a_thread():
-        numba.set_num_threads(1)     # per thread, as Numba's own reader sees it
-        seen.append((numba_backend.thread_count(), numba.get_num_threads()))
-
-    worker = threading.Thread(target=in_a_thread)
-    worker.start()
-    worker.join()
-    assert seen == [(1, 1)]
-    assert numba_backend.thread_count() == numba.get_num_threads()
-
-
 def test_a_builtin_backend_that_fails_to_import_raises(monkeypatch):
     """A built-in imports no optional dependency, so its import error is a bug in
     padloss: raised, never shown as "unavailable" (plugins only warn)."""
@@ -518,47 +492,6 @@ def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
         assert all(constant(v) for v in cells), (kernel.py_func.__qualname__, cells)
 
 
-def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
-    """padloss_numba.noalias sets Numba's ``Flags.noalias`` from a pipeline class: this fails
-    when Numba drops or renames the flag (the bodies would quietly keep their run-time
-    alias checks, 1.05-1.2x slower) or stops passing arrays as pointer arguments."""
-    import re
-
-    from numba import njit
-
-    from padloss_numba.noalias import NoAliasCompiler
-
-    def copy(src, dst):
-        for i in range(dst.shape[0]):
-            dst[i] = src[i]
-
-    def pointer_arguments(dispatcher):
-        dispatcher(np.arange(4.0), np.empty(4))
-        (signature,) = dispatcher.signatures
-        (define,) = [line for line in dispatcher.inspect_llvm(signature).splitlines()
-                     if line.startswith("define") and "%retptr" in line]
-        # opaque pointers (LLVM 15 on, "ptr noalias %arg.x") or typed ones ("double* noalias %arg.x")
-        return re.findall(r"(?:\bptr|\*) ([^%,]*)%arg\.", define)
-
-    marked = pointer_arguments(njit(pipeline_class=NoAliasCompiler)(copy))
-    assert len(marked) >= 4 and all("noalias" in attributes for attributes in marked), marked
-    assert not any("noalias" in attributes for attributes in pointer_arguments(njit(copy)))
-
-
-@pytest.mark.skipif(os.name != "posix", reason="the cache lock is POSIX's flock")
-def test_every_kernel_reads_and_writes_its_cache_entries_under_the_lock():
-    """padloss_numba.disk_cache.jit swaps the classes of Numba's private per-kernel
-    cache (dispatcher._cache) and its cache file (._cache_file): this fails when Numba
-    moves either (test_disk_cache shows what each swap is for)."""
-    from padloss_numba.disk_cache import ENABLED, GuardedCache, LockedIndex
-
-    if not ENABLED:
-        pytest.skip("PADLOSS_NUMBA_CACHE=0")
-    for kernel in _kernels():
-        assert type(kernel._cache) is GuardedCache, kernel.py_func.__qualname__
-        assert type(kernel._cache._cache_file) is LockedIndex, kernel.py_func.__qualname__
-
-
 @pytest.mark.skipif(os.name != "posix", reason="the cache lock is POSIX's flock")
 def test_a_save_waits_for_anothers_so_both_entries_survive(tmp_path):
     """Two writers of one kernel's index (two processes, here two threads: flock
@@ -586,3 +519,29 @@ def test_a_save_waits_for_anothers_so_both_entries_survive(tmp_path):
     b.join(10)
     assert (second.load("key a"), second.load("key b")) == ("code a", "code b")
     assert sorted(p.name for p in tmp_path.glob("*.nbc")) == ["body-7.py311.1.nbc", "body-7.py311.2.nbc"]
+
+
+def test_a_backend_routes_every_op_through_its_plans_table():
+    """One routing shape for every backend: op name -> "module:function", imported on
+    the op's first compile; an op not in the table is refused by name."""
+    import types
+
+    class Demo(padloss.Backend):
+        name = "demo"
+        plans = {"l1_loss_backward": "copy:copy"}
+
+    demo, l1 = Demo(), types.SimpleNamespace(op="l1_loss_backward")
+    assert demo.supports(l1) is None
+    assert demo.supports(types.SimpleNamespace(op="circular_pad2d_backward")) == \
+        "does not implement circular_pad2d_backward"
+    import copy
+
+    assert demo.plan_builder("l1_loss_backward") is copy.copy
+    plan = demo.compile(l1)                                  # the builder, given the Problem
+    assert plan == l1 and plan is not l1
+    assert demo.describe() == [] and demo.yardsticks((), None) == {} and demo.compiled_for("x", "float32")
+    for backend in registry.backends().values():            # the built-ins: every catalogued op
+        if backend.name in ("numba", "torch", "ascend"):
+            from padloss.catalogue import OPS
+
+            assert set(backend.plans) == set(OPS), backend.name

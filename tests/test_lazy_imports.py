@@ -104,7 +104,7 @@ def test_ml_dtypes_is_imported_only_for_bfloat16():
     pytest.importorskip("torch")
     run_python("""
         import sys
-        import padloss.cli, padloss.benchmark, padloss_torch
+        import padloss.cli, padloss.bench.run, padloss_torch
         """, USE_NUMBA, """
         padloss.circular_pad2d_backward(np.ones((1, 5, 5), np.float16), np.empty((1, 3, 3), np.float16),
                                         [1, 1, 1, 1])

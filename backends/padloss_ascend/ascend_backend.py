@@ -7,21 +7,21 @@ importing this module imports neither torch nor torch_npu.
 """
 from __future__ import annotations
 
-import importlib
-
 from padloss import rules
 from padloss.backend import Backend
 from padloss.problem import Problem
 
 from .availability import ascend_availability
 
-OPS = frozenset({"circular_pad2d_backward", "l1_loss_backward"})
-
 
 class AscendBackend(Backend):
     name = "ascend"
     priority = 100
     devices = frozenset({"npu"})
+    plans = {
+        "circular_pad2d_backward": "padloss_ascend.npu:circular_pad_plan",
+        "l1_loss_backward": "padloss_ascend.npu:l1_plan",
+    }
 
     def availability(self) -> tuple[bool, str]:
         return ascend_availability()
@@ -29,13 +29,12 @@ class AscendBackend(Backend):
     def supports(self, problem: Problem) -> str | None:
         if problem.device_type != "npu":
             return f"computes on NPU tensors only, the data is on {problem.device}"
-        if problem.op not in OPS:
-            return f"does not implement {problem.op}"
+        refused = super().supports(problem)
+        if refused is not None:
+            return refused
         for t in problem.tensors:
             if t.dtype in rules.FLOATS and t.dtype not in rules.NPU_FLOATS:
                 return (f"{t.dtype} is a CPU extension; the Ascend kernels take "
                         f"{', '.join(rules.NPU_FLOATS[:-1])} and {rules.NPU_FLOATS[-1]}")
         return None
 
-    def compile(self, problem: Problem):
-        return importlib.import_module(f"{__package__}.npu").plan_for(problem)

@@ -75,12 +75,3 @@ def l1_plan(problem: Problem) -> Any:
         return NativeL1Plan(problem, op)
     return torch_l1.plan_for(problem)
 
-
-PLANNERS = {
-    "circular_pad2d_backward": circular_pad_plan,
-    "l1_loss_backward": l1_plan,
-}
-
-
-def plan_for(problem: Problem):
-    return PLANNERS[problem.op](problem)

@@ -39,7 +39,6 @@ import os
 import pickle
 import stat
 from pathlib import Path
-from types import FunctionType
 
 try:
     import fcntl
@@ -47,10 +46,11 @@ except ImportError:        # not POSIX: entries are saved unlocked, as Numba its
     fcntl = None
 
 import numba
-from numba.core import caching
 
 from padloss import rules
 from padloss.config import current as settings
+
+from . import numba_internals
 
 log = logging.getLogger("padloss")
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -110,7 +110,7 @@ def source_stamp() -> str:
     return digest.hexdigest()
 
 
-class PadlossCacheLocator(caching._CacheLocator):
+class PadlossCacheLocator(numba_internals.CacheLocator):
     """Numba cache locator for functions defined in this package only."""
 
     def __init__(self, py_func, py_file):
@@ -146,7 +146,7 @@ class PadlossCacheLocator(caching._CacheLocator):
         return locator
 
 
-class LockedIndex(caching.IndexDataCacheFile):
+class LockedIndex(numba_internals.IndexDataCacheFile):
     """Numba's index and data files of one kernel, read under a shared lock and
     written under an exclusive one (``<index>.lock`` beside them).
 
@@ -203,7 +203,7 @@ class LockedIndex(caching.IndexDataCacheFile):
             yield
 
 
-class GuardedCache(caching.FunctionCache):
+class GuardedCache(numba_internals.FunctionCache):
     """Numba's cache of one kernel, which never fails a call: a folder others can
     write is not used, an entry that cannot be loaded is a miss (compiled again; the
     save replaces it), and a save that cannot be written leaves the kernel in memory."""
@@ -232,47 +232,11 @@ class GuardedCache(caching.FunctionCache):
                       "(%s): kernels stay in memory for this process", cache_dir(), exc)
 
 
-def _named_for_its_variant(py_func):
-    """``py_func`` with its closure's constants (the variant: dtypes, flags) in its
-    qualified name. Numba names a function's machine code after its qualified name, the
-    signature and a per-process counter, so two variants of one kernel body compiled in
-    two processes can get the same symbol; a process that loads both from the cache
-    then finds one address for both (indirect.address), and ran L1's "none" body for a
-    "mean" call. The name also gives each variant its own cache index."""
-    cells = tuple(cell.cell_contents for cell in py_func.__closure__ or ())
-    if cells:
-        digest = hashlib.sha256(repr(cells).encode()).hexdigest()[:16]
-        py_func.__qualname__ = f"{py_func.__qualname__}.variant_{digest}"
-    return py_func
-
-
-def jit(**options):
-    """``numba.njit`` for a padloss kernel: nogil, named for its variant, cached on disk
-    unless the ``numba_cache`` setting is off, its cache entries locked (:class:`LockedIndex`)."""
-    def decorate(py_func):
-        dispatcher = numba.njit(cache=ENABLED, nogil=True, **options)(_named_for_its_variant(py_func))
-        if ENABLED and isinstance(dispatcher._cache, caching.FunctionCache):   # private: see test_engine
-            dispatcher._cache.__class__ = GuardedCache
-            if fcntl is not None:
-                dispatcher._cache._cache_file.__class__ = LockedIndex
-        return dispatcher
-    return decorate
-
-
-def with_globals(function, **names):
-    """``function`` with ``names`` added to its globals: how a kernel body refers to a
-    helper chosen for it in Python. Numba inlines a helper it finds as a global or a
-    closure constant, and keys its disk cache on the code and the closure's constants
-    (the choice follows from those); a jitted function held in the closure would change
-    that key in every process."""
-    built = FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__,
-                         function.__defaults__, function.__closure__)
-    built.__qualname__ = function.__qualname__   # Python 3.10 would take the bare name
-    return built
-
-
 def install() -> None:
     """Put the locator first in Numba's list (idempotent)."""
-    classes = caching.CacheImpl._locator_classes
-    if PadlossCacheLocator not in classes:
-        classes.insert(0, PadlossCacheLocator)
+    numba_internals.add_cache_locator(PadlossCacheLocator)
+
+
+def adopt(dispatcher) -> None:
+    """Make a cached kernel's cache a :class:`GuardedCache` with :class:`LockedIndex` files."""
+    numba_internals.adopt_cache(dispatcher, GuardedCache, LockedIndex if fcntl is not None else None)

@@ -23,6 +23,8 @@ from numba import types
 from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
+from .numba_internals import body_address
+
 STACK_ALIGN = 64   # bytes: a cache line, so a staging run can leave in whole-line stores
 
 
@@ -40,11 +42,8 @@ def compile_entry(entry, body, signature: tuple) -> tuple:
 
 def address(dispatcher, signature: tuple) -> int:
     """The address of ``dispatcher``'s compiled code for ``signature`` (in Numba's
-    calling convention: what :func:`call_body` calls). Numba's compile result
-    and library are internal: test_engine's cached-kernel tests fail loudly
-    if they change."""
-    result = dispatcher.overloads[tuple(signature)]
-    return result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
+    calling convention: what :func:`call_body` calls)."""
+    return body_address(dispatcher, signature)
 
 
 @intrinsic

@@ -31,6 +31,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import errors
 
+from .building import jit, with_globals
 from .convert import (
     BF16,
     F16,
@@ -48,10 +49,9 @@ from .convert import (
     store_nearest_even,
     vector_at,
 )
-from .disk_cache import jit, with_globals
 from .indirect import call_body, stack_array
-from .noalias import NoAliasCompiler
 from .nontemporal import LINE, STAGE_BYTES, drain, fence, item_bytes, lead_in, stream_lines
+from .numba_internals import NoAliasCompiler
 from .scalars import greater, lesser
 
 INT = 4    # storage kind of an integer or bool input (bool travels as uint8)

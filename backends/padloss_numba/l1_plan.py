@@ -192,6 +192,3 @@ class L1LossBackwardPlan:
         else:
             self._kernel(*args)
 
-
-def compile_l1_loss_backward(problem: Problem, threads: int) -> L1LossBackwardPlan:
-    return L1LossBackwardPlan(problem, threads)

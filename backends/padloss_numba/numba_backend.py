@@ -1,7 +1,7 @@
 """The Numba CPU backend: which Problems it takes and how it builds their plans.
 
-Each op contributes a ``compile_<op>(problem, threads)`` function; this module
-only routes to them. Plans hold compiled kernels and geometry, never arrays.
+Each op's plan class (``plans``) is built from the Problem and the thread count;
+plans hold compiled kernels and geometry, never arrays.
 """
 from __future__ import annotations
 
@@ -18,10 +18,7 @@ from padloss import rules
 from padloss.backend import Backend
 from padloss.problem import Problem
 
-from .disk_cache import ENABLED as CACHE
-from .disk_cache import cache_dir
-from .l1_plan import compile_l1_loss_backward
-from .pad_plan import compile_circular_pad2d_backward
+from . import disk_cache, numba_internals
 
 log = logging.getLogger("padloss")
 # A plan whose kernels compiled (not loaded from disk) for this long says so once.
@@ -39,22 +36,11 @@ def _start_threads() -> None:
         torch.set_num_threads(torch_threads)
 
 
-def _thread_count_reader():
-    """numba.get_num_threads() takes two locks a call (0.75 us, 17% of a tiny
-    call, which reads it once); after it has started the threads once, Numba's
-    private lock-free reader gives the same (per-thread) value in 0.14 us. No
-    fallback: if Numba drops the name, importing this backend fails, and
-    test_engine's test of the reader names it."""
-    _start_threads()
-    return numba.np.ufunc.parallel._get_num_threads
+_start_threads()
+thread_count = numba_internals.thread_count_reader()
+"""The calling thread's Numba thread count: numba.get_num_threads() takes two locks a
+call (docs/performance.md, "Thread count"), this lock-free reader none."""
 
-
-thread_count = _thread_count_reader()
-
-COMPILERS = {
-    "circular_pad2d_backward": compile_circular_pad2d_backward,
-    "l1_loss_backward": compile_l1_loss_backward,
-}
 DTYPES = frozenset(rules.FLOATS)
 # Integer and bool inputs (l1_loss_backward converts them to the promoted float in the kernel).
 INPUT_ONLY_DTYPES = frozenset(rules.INTEGERS)
@@ -64,6 +50,10 @@ class NumbaBackend(Backend):
     name = "numba"
     priority = 100
     devices = frozenset({"cpu"})
+    plans = {
+        "circular_pad2d_backward": "padloss_numba.pad_plan:CircularPadPlan",
+        "l1_loss_backward": "padloss_numba.l1_plan:L1LossBackwardPlan",
+    }
 
     @functools.cache  # noqa: B019  (one instance, alive as long as the process)
     def availability(self) -> tuple[bool, str]:
@@ -74,8 +64,9 @@ class NumbaBackend(Backend):
     def supports(self, problem: Problem) -> str | None:
         if problem.device_type != "cpu":
             return f"computes on the CPU only, the data is on {problem.device}"
-        if problem.op not in COMPILERS:
-            return f"does not implement {problem.op}"
+        refused = super().supports(problem)
+        if refused is not None:
+            return refused
         for meta in problem.tensors[:-1]:
             if meta.dtype not in DTYPES and meta.dtype not in INPUT_ONLY_DTYPES:
                 return f"cannot read dtype {meta.dtype}"
@@ -86,15 +77,36 @@ class NumbaBackend(Backend):
     def cache_context(self) -> tuple:
         return (thread_count(),)
 
+    def describe(self) -> list[str]:
+        from . import describe
+
+        return describe.lines()
+
+    def compiled_for(self, op: str, dtype: str) -> bool:
+        from . import describe
+
+        return describe.compiled_for(op, dtype)
+
+    def yardsticks(self, inputs: tuple, out) -> dict:
+        from . import stream
+
+        return stream.ceilings_over(inputs, out)
+
+    def cache_admin(self):
+        """The module behind ``padloss cache`` (info, verify, clear)."""
+        from . import cache_admin
+
+        return cache_admin
+
     def compile(self, problem: Problem):
         start = time.perf_counter()
         # Numba's "numba:compile" event fires for a compile only, never for a disk-cache load:
         # on a busy machine a load alone can take past SLOW_PLAN_S
         with event.install_recorder("numba:compile") as compiles:
-            plan = COMPILERS[problem.op](problem, thread_count())
+            plan = self.plan_builder(problem.op)(problem, thread_count())
         seconds = time.perf_counter() - start
         if compiles.buffer and seconds >= SLOW_PLAN_S:   # say once why the first call was slow
-            kept = (f"cached in {cache_dir()} for later processes" if CACHE
+            kept = (f"cached in {disk_cache.cache_dir()} for later processes" if disk_cache.ENABLED
                     else "kept in memory only (PADLOSS_NUMBA_CACHE=0)")
             log.warning("padloss: compiled the %s kernels for %s in %.1f s, once: %s; "
                         "`padloss warmup` compiles all of them ahead", problem.op,

@@ -43,11 +43,11 @@ from numba import njit, prange
 from padloss import rules
 
 from . import nontemporal
+from .building import jit, with_globals
 from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_even, store_sum_half_away
-from .disk_cache import jit, with_globals
 from .indirect import buffer_row, call_body
-from .noalias import NoAliasCompiler
 from .nontemporal import LINE, address, fence, item_bytes, lead_in, stream_lines
+from .numba_internals import NoAliasCompiler
 from .scalars import greater, lesser
 from .window import LANES, folder, mover
 

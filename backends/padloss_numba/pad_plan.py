@@ -138,6 +138,3 @@ class CircularPadPlan:
         else:
             self._kernel(go, gi, self._axes, workspace)
 
-
-def compile_circular_pad2d_backward(problem: Problem, threads: int) -> CircularPadPlan:
-    return CircularPadPlan(problem, threads)

@@ -1,20 +1,13 @@
-"""Streaming ceiling kernels: moving a given read/write mix and nothing else.
+"""The Numba backend's yardsticks: kernels that move a given read/write mix and nothing else.
 
-Both ops are memory-bound, so their speed is judged against a kernel that does
-nothing but stream the same kind of traffic, measured in the same run:
+Both ops are memory-bound, so ``padloss bench`` (padloss.bench.ceilings) judges them
+against kernels that only stream the same kind of traffic, in the same rounds:
 each reads every input once and writes ``out`` once
 (``out[i] = inputs[0][i] + inputs[1][i] + ...``). One input is a copy; three
 inputs are L1's none-reduction mix (self, target, grad_output -> grad_input).
-
-No one implementation is the fastest on every CPU (measured on an AVX2 EPYC:
-a prange loop streamed a copy at 25.7 GB/s where this kernel's first version
-managed 17.5 and NumPy's one thread 20.5), so ``ceilings`` offers several of
-the same mix, to be timed in the same rounds and the best taken per round:
-this kernel with normal stores (``prange``), NumPy's own where one NumPy call
-makes the same single pass (``numpy``: a copy, a sum of two), and this kernel
-streaming its output past the caches (``nt``, non-temporal stores of whole lines
-summed straight from the inputs, where the L1 kernel stages its runs): the
-stronger yardstick for an op that streams.
+``prange`` stores normally; ``nt`` streams its output past the caches in whole
+lines summed straight from the inputs, with the ops' own non-temporal stores:
+the stronger yardstick for an op that streams (docs/performance.md, "Ceilings").
 """
 from __future__ import annotations
 
@@ -25,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import nontemporal as nt
-from .disk_cache import jit
+from .building import jit
 from .indirect import call_body, compile_entry
 from .nontemporal import LINE, fence, item_bytes, lead_in, stream_lines
 from .scalars import lesser
@@ -75,10 +68,8 @@ def _entry(inputs, out, plan):
 @functools.lru_cache(maxsize=None)
 def _kernel(n_inputs: int, dtype: np.dtype) -> tuple:
     """The parallel entry for ``n_inputs`` 1-D C-contiguous ``dtype`` inputs and the
-    address of the piece it calls. Built as the ops' kernels are (padloss_numba.indirect):
-    two ``prange`` loops that inlined the piece's work took 2.5-3.6 s to compile on a
-    first call, this 1.6-1.9 s (alternating fresh processes, empty cache); the same
-    speed, interleaved."""
+    address of the piece it calls, built as the ops' kernels are (padloss_numba.indirect):
+    it compiles faster than inlined pieces (docs/performance.md, "Ceilings")."""
     array = numba.types.Array(numba.from_dtype(dtype), 1, "C")
     signature = (numba.types.UniTuple(array, n_inputs), array, numba.types.Array(numba.int64, 1, "C"))
     return compile_entry(*dispatchers(), signature)
@@ -103,9 +94,6 @@ def _plan(inputs: tuple, out: np.ndarray, pieces: int, streamed: bool):
     return lambda: entry(inputs, out, plan)
 
 
-NORMAL_STORES = ("prange", "numpy")   # the ceilings that write through the caches
-
-
 def _mix(n_inputs: int, n_elements: int, dtype=np.float32) -> tuple[tuple, np.ndarray]:
     """The inputs and the output of a stream, allocated and touched."""
     return tuple(np.ones(n_elements, dtype) for _ in range(n_inputs)), np.zeros(n_elements, dtype)
@@ -121,23 +109,13 @@ def _pieces(out: np.ndarray, nontemporal: bool) -> tuple[int, bool]:
     return threads, False
 
 
-def ceilings(n_inputs: int, n_elements: int) -> dict:
-    """``ceilings_over`` buffers of ``n_inputs`` reads + 1 write of ``n_elements`` float32
-    words each, allocated and touched here."""
-    return ceilings_over(*_mix(n_inputs, n_elements))
-
-
 def ceilings_over(inputs: tuple, out: np.ndarray) -> dict:
     """Zero-argument callables streaming ``inputs`` (1-D C-contiguous float32 arrays as
-    long as ``out``) into ``out``, by name: ``prange`` and ``numpy`` (where one NumPy
-    call makes that single pass) in normal stores, ``nt`` streaming an output as large
-    as the ops stream (normal stores below that). Compiled, and each called once, here."""
-    found = {"prange": _plan(inputs, out, *_pieces(out, False))}
-    if len(inputs) == 1:
-        found["numpy"] = lambda: np.copyto(out, inputs[0])
-    elif len(inputs) == 2:
-        found["numpy"] = lambda: np.add(inputs[0], inputs[1], out=out)
-    found["nt"] = _plan(inputs, out, *_pieces(out, True))
+    long as ``out``) into ``out``, by name: ``prange`` in normal stores, ``nt`` streaming
+    an output as large as the ops stream (normal stores below that). Compiled, and each
+    called once, here."""
+    found = {"prange": _plan(inputs, out, *_pieces(out, False)),
+             "nt": _plan(inputs, out, *_pieces(out, True))}
     for fn in found.values():
         fn()
     return found

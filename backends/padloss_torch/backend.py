@@ -7,18 +7,10 @@ does) is imported on the first compile.
 """
 from __future__ import annotations
 
-import importlib
-
 from padloss.backend import Backend
 from padloss.problem import Problem
 
 from .availability import torch_availability
-
-# op -> module of this package whose plan_for(problem) builds its plan
-PLAN_MODULES = {
-    "circular_pad2d_backward": "pad",
-    "l1_loss_backward": "l1",
-}
 
 
 def negative_strides(problem: Problem) -> bool:
@@ -30,17 +22,19 @@ class TorchBackend(Backend):
     priority = 10
     # Where automatic selection sends data; supports() takes any device when asked by name.
     devices = frozenset({"cuda"})
+    plans = {
+        "circular_pad2d_backward": "padloss_torch.pad:plan_for",
+        "l1_loss_backward": "padloss_torch.l1:plan_for",
+    }
 
     def availability(self) -> tuple[bool, str]:
         return torch_availability()
 
     def supports(self, problem: Problem) -> str | None:
-        if problem.op not in PLAN_MODULES:
-            return f"does not implement {problem.op}"
+        refused = super().supports(problem)
+        if refused is not None:
+            return refused
         if problem.device_type == "cpu" and negative_strides(problem):
             return "torch cannot view NumPy arrays with negative strides without a copy"
         return None
 
-    def compile(self, problem: Problem):
-        module = importlib.import_module(f"{__package__}.{PLAN_MODULES[problem.op]}")
-        return module.plan_for(problem)

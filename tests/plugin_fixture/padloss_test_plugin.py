@@ -32,10 +32,10 @@ class RecordingBackend(Backend):
     def compile(self, problem):
         import numba
 
-        from padloss_numba.numba_backend import COMPILERS
+        from padloss_numba import backend
 
         compiled.append(problem)
-        return RecordedPlan(COMPILERS[problem.op](problem, numba.get_num_threads()))
+        return RecordedPlan(backend.plan_builder(problem.op)(problem, numba.get_num_threads()))
 
     def cache_context(self):
         import numba

@@ -1,0 +1,50 @@
+"""How padloss's kernels are made: :func:`jit`, Numba's njit with padloss's cache and
+a name of each variant's own, and :func:`with_globals`, which builds a kernel body
+around helpers chosen for it in Python."""
+from __future__ import annotations
+
+import hashlib
+from types import FunctionType
+
+import numba
+
+from . import disk_cache
+
+
+def _named_for_its_variant(py_func):
+    """``py_func`` with its closure's constants (the variant: dtypes, flags) in its
+    qualified name. Numba names a function's machine code after its qualified name, the
+    signature and a per-process counter, so two variants of one kernel body compiled in
+    two processes can get the same symbol; a process that loads both from the cache
+    then finds one address for both (indirect.address), and ran L1's "none" body for a
+    "mean" call. The name also gives each variant its own cache index."""
+    cells = tuple(cell.cell_contents for cell in py_func.__closure__ or ())
+    if cells:
+        digest = hashlib.sha256(repr(cells).encode()).hexdigest()[:16]
+        py_func.__qualname__ = f"{py_func.__qualname__}.variant_{digest}"
+    return py_func
+
+
+def jit(**options):
+    """``numba.njit`` for a padloss kernel: nogil, named for its variant, cached on disk
+    unless the ``numba_cache`` setting is off, its cache guarded and its entries locked
+    (padloss_numba.disk_cache)."""
+    def decorate(py_func):
+        named = _named_for_its_variant(py_func)
+        dispatcher = numba.njit(cache=disk_cache.ENABLED, nogil=True, **options)(named)
+        if disk_cache.ENABLED:
+            disk_cache.adopt(dispatcher)
+        return dispatcher
+    return decorate
+
+
+def with_globals(function, **names):
+    """``function`` with ``names`` added to its globals: how a kernel body refers to a
+    helper chosen for it in Python. Numba inlines a helper it finds as a global or a
+    closure constant, and keys its disk cache on the code and the closure's constants
+    (the choice follows from those); a jitted function held in the closure would change
+    that key in every process."""
+    built = FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__,
+                         function.__defaults__, function.__closure__)
+    built.__qualname__ = function.__qualname__   # Python 3.10 would take the bare name
+    return built

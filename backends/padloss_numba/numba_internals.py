@@ -1,0 +1,88 @@
+"""Every Numba internal padloss relies on, and the Numba releases it was tested with.
+
+Numba's public API has no hook for what these do: a cache locator of padloss's own
+(freshness keyed on all of its sources), locked cache files and a cache that never
+fails a call, the address of a compiled body for the entry points that call it, a
+lock-free read of the thread count, and bodies compiled with their array arguments
+``noalias``. Each name below is private to Numba and
+may move in any release, so padloss declares Numba below the first minor it has
+not tested (pyproject.toml) and this module refuses any release outside that range
+when it is imported, naming both. tests/test_numba_internals.py checks that each
+one still is what padloss needs.
+"""
+from __future__ import annotations
+
+import numba
+
+TESTED = ((0, 59), (0, 69))
+"""The lowest Numba release tested, and the first minor not tested (as in pyproject.toml)."""
+
+
+def _release(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def check_version(version: str = numba.__version__) -> None:
+    """Raise ImportError, naming the range, for a Numba outside :data:`TESTED`."""
+    low, high = TESTED
+    if not low <= _release(version) < high:
+        raise ImportError(
+            f"padloss's Numba backend uses Numba internals and is tested with numba>={low[0]}.{low[1]},"
+            f"<{high[0]}.{high[1]}; this is numba {version}. Install a tested one: "
+            f"pip install 'numba>={low[0]}.{low[1]},<{high[0]}.{high[1]}'")
+
+
+check_version()
+
+from numba.core import caching  # noqa: E402
+from numba.core.compiler import Compiler  # noqa: E402
+from numba.np.ufunc import parallel  # noqa: E402
+
+CacheLocator = caching._CacheLocator          # the base of padloss's cache locator
+IndexDataCacheFile = caching.IndexDataCacheFile   # one kernel's index and data files
+FunctionCache = caching.FunctionCache         # one kernel's cache, its load and save of overloads
+
+
+def add_cache_locator(locator: type) -> None:
+    """Put ``locator`` first in the list Numba asks for each cached function (idempotent)."""
+    classes = caching.CacheImpl._locator_classes
+    if locator not in classes:
+        classes.insert(0, locator)
+
+
+def adopt_cache(dispatcher, cache_class: type, file_class: type | None) -> None:
+    """Make ``dispatcher``'s disk cache (a FunctionCache, if it has one) an instance of
+    ``cache_class``, and its index and data files one of ``file_class`` (subclasses
+    that change no state, so swapping the class of the live objects is enough)."""
+    cache = dispatcher._cache
+    if isinstance(cache, FunctionCache):
+        cache.__class__ = cache_class
+        if file_class is not None:
+            cache._cache_file.__class__ = file_class
+
+
+def body_address(dispatcher, signature: tuple) -> int:
+    """The machine-code address of ``dispatcher``'s compiled overload for ``signature``."""
+    result = dispatcher.overloads[tuple(signature)]
+    return result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
+
+
+def thread_count_reader():
+    """Numba's lock-free reader of the calling thread's thread count, valid once the
+    pool has started: numba.get_num_threads() takes two locks a call."""
+    return parallel._get_num_threads
+
+
+class NoAliasCompiler(Compiler):
+    """Numba's default pipelines with every array argument marked ``noalias``
+    (``Flags.noalias``, which has no decorator option): LLVM then vectorises a body's
+    loops without a run-time overlap check and a scalar copy of each
+    (docs/performance.md, "noalias"). The ops guarantee what it promises: an output
+    never shares memory with an input (padloss.aliasing), a workspace never with
+    either (padloss.executor), and plan-owned arrays with nothing; inputs may overlap
+    one another, as noalias constrains only memory written through a pointer."""
+
+    def define_pipelines(self):
+        self.state.flags.noalias = True
+        return super().define_pipelines()

@@ -1,0 +1,126 @@
+"""The canaries of padloss_numba.numba_internals: each Numba internal padloss relies on
+is still there and still does what padloss needs, and Numba releases outside the
+tested range are refused by name."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from padloss_numba import numba_internals
+
+
+def kernels() -> list:
+    """One of each kind of compiled kernel: bodies (streamed or not), serial and parallel
+    entries, the ceiling stream (test_engine's list)."""
+    from test_engine import _kernels
+
+    return _kernels()
+
+
+@pytest.mark.parametrize("version", ["0.58.1", "0.69.0", "0.70.0rc1", "1.0.0"])
+def test_an_untested_numba_is_refused_naming_the_range(version):
+    with pytest.raises(ImportError, match=rf"numba>=0\.59,<0\.69; this is numba {version}"):
+        numba_internals.check_version(version)
+
+
+@pytest.mark.parametrize("version", ["0.59.0", "0.59.1", "0.61.2", "0.68.1", "0.68.0rc1"])
+def test_the_tested_releases_pass(version):
+    numba_internals.check_version(version)
+
+
+def test_the_tested_range_is_the_declared_one():
+    """pyproject.toml's numba range and numba_internals.TESTED say the same."""
+    import re
+    from pathlib import Path
+
+    pyproject = (Path(numba_internals.__file__).parents[2] / "pyproject.toml").read_text()
+    (low, high), = re.findall(r'"numba>=(\d+\.\d+),<(\d+\.\d+)"', pyproject)
+    assert numba_internals.TESTED == (tuple(map(int, low.split("."))), tuple(map(int, high.split("."))))
+
+
+def test_body_address_finds_each_compiled_overload():
+    """Entry points call bodies at this address (every kernel test runs through it): one
+    address per overload, stable, and a signature never compiled is an error."""
+    import numba
+
+    add = numba.njit(lambda a, b: a + b)
+    add(1.0, 2.0), add(1, 2)
+    floats, ints = (numba.float64, numba.float64), (numba.int64, numba.int64)
+    address = numba_internals.body_address(add, floats)
+    assert isinstance(address, int) and address != 0
+    assert numba_internals.body_address(add, floats) == address != numba_internals.body_address(add, ints)
+    with pytest.raises(KeyError):
+        numba_internals.body_address(add, (numba.float32, numba.float32))
+
+
+def test_the_private_thread_count_reader_exists_and_agrees():
+    """The Numba backend reads the thread count on every call through Numba's private
+    lock-free reader (0.14 us, against 0.75 us for numba.get_num_threads()). If Numba
+    renames it, this fails, naming it."""
+    import threading
+
+    import numba
+    from numba.np.ufunc import parallel
+
+    from padloss_numba import numba_backend
+
+    assert hasattr(parallel, "_get_num_threads"), "numba.np.ufunc.parallel._get_num_threads is gone"
+    assert numba_internals.thread_count_reader() is parallel._get_num_threads
+    assert numba_backend.thread_count is parallel._get_num_threads
+    seen = []
+
+    def in_a_thread():
+        numba.set_num_threads(1)     # per thread, as Numba's own reader sees it
+        seen.append((numba_backend.thread_count(), numba.get_num_threads()))
+
+    worker = threading.Thread(target=in_a_thread)
+    worker.start()
+    worker.join()
+    assert seen == [(1, 1)]
+    assert numba_backend.thread_count() == numba.get_num_threads()
+
+
+
+def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
+    """numba_internals.NoAliasCompiler sets Numba's ``Flags.noalias`` from a pipeline class: this fails
+    when Numba drops or renames the flag (the bodies would quietly keep their run-time
+    alias checks, 1.05-1.2x slower) or stops passing arrays as pointer arguments."""
+    import re
+
+    from numba import njit
+
+    from padloss_numba.numba_internals import NoAliasCompiler
+
+    def copy(src, dst):
+        for i in range(dst.shape[0]):
+            dst[i] = src[i]
+
+    def pointer_arguments(dispatcher):
+        dispatcher(np.arange(4.0), np.empty(4))
+        (signature,) = dispatcher.signatures
+        (define,) = [line for line in dispatcher.inspect_llvm(signature).splitlines()
+                     if line.startswith("define") and "%retptr" in line]
+        # opaque pointers (LLVM 15 on, "ptr noalias %arg.x") or typed ones ("double* noalias %arg.x")
+        return re.findall(r"(?:\bptr|\*) ([^%,]*)%arg\.", define)
+
+    marked = pointer_arguments(njit(pipeline_class=NoAliasCompiler)(copy))
+    assert len(marked) >= 4 and all("noalias" in attributes for attributes in marked), marked
+    assert not any("noalias" in attributes for attributes in pointer_arguments(njit(copy)))
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the cache lock is POSIX's flock")
+def test_every_kernel_reads_and_writes_its_cache_entries_under_the_lock():
+    """numba_internals.adopt_cache swaps the classes of Numba's private per-kernel
+    cache (dispatcher._cache) and its cache file (._cache_file) for every kernel jit()
+    makes: this fails when Numba moves either (test_disk_cache shows what each swap is for)."""
+    from padloss_numba.disk_cache import ENABLED, GuardedCache, LockedIndex
+
+    if not ENABLED:
+        pytest.skip("PADLOSS_NUMBA_CACHE=0")
+    for kernel in kernels():
+        assert type(kernel._cache) is GuardedCache, kernel.py_func.__qualname__
+        assert type(kernel._cache._cache_file) is LockedIndex, kernel.py_func.__qualname__
+
+
