@@ -545,3 +545,20 @@ def test_a_backend_routes_every_op_through_its_plans_table():
             from padloss.catalogue import OPS
 
             assert set(backend.plans) == set(OPS), backend.name
+
+
+def test_slots_name_the_fields_a_plan_packs_and_a_kernel_reads():
+    from padloss_numba.l1_kernel import NEST, RANK
+    from padloss_numba.pad_kernel import AXES
+    from padloss_numba.slots import Slots
+
+    slots = Slots(dims=3, block=1, body=1)
+    assert (slots.dims, slots.block, slots.body, slots.size) == (0, 3, 4, 5)
+    packed = slots.pack(dims=(7, 8, 9), block=2, body=0)
+    assert packed.dtype == np.int64 and packed.tolist() == [7, 8, 9, 2, 0]
+    assert packed[slots.block] == 2
+    with pytest.raises(ValueError, match="field 'dims' holds 3 values, got 2"):
+        slots.pack(dims=(7, 8), block=2, body=0)
+    with pytest.raises(TypeError, match="fields"):
+        slots.pack(dims=(7, 8, 9), block=2)
+    assert NEST.size == 5 * RANK + 7 and (AXES.width, AXES.body, AXES.size) == (4, 8, 10)

@@ -47,3 +47,17 @@ def test_the_registry_names_the_built_in_backends():
     from padloss.dispatch import BUILTIN_BACKENDS
 
     assert {module for module, _ in BUILTIN_BACKENDS.values()} == BACKEND_PACKAGES
+
+
+def test_no_function_takes_more_than_ten_parameters():
+    """Kernel helpers take operands as small tuples (array, start, step) and the kinds as
+    one tuple, not argument walls."""
+    walls = []
+    for path in sorted((ROOT / "padloss").rglob("*.py")) + sorted((ROOT / "backends").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                a = node.args
+                count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+                if count > 10:
+                    walls.append(f"{path.relative_to(ROOT)}:{node.lineno} takes {count}")
+    assert walls == []

@@ -53,6 +53,7 @@ from .indirect import call_body, stack_array
 from .nontemporal import LINE, STAGE_BYTES, drain, fence, item_bytes, lead_in, stream_lines
 from .numba_internals import NoAliasCompiler
 from .scalars import greater, lesser
+from .slots import Slots
 
 INT = 4    # storage kind of an integer or bool input (bool travels as uint8)
 RANK = 8   # the padded rank of the coalesced shape
@@ -335,8 +336,10 @@ def _store(ok, exact, v):
 # vectorizing. LLVM versions each loop for unit strides and vectorizes that version.
 
 @njit(inline="always")
-def _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, ahead):
-    """Elements j0..j1 of a row along which grad_output does not change (stride 0).
+def _row_fixed_grad(kinds, exact, term, g, self_, target, out, j0, j1, ahead):
+    """Elements j0..j1 of a row along which grad_output does not change (stride 0);
+    ``kinds`` are the storage kinds (grad_output, self, target, out, P), literals, and
+    ``self_``, ``target`` and ``out`` operands (array, start, step).
 
     The caller passes ``g`` = grad_output * coef already rounded to the output dtype
     (and widened back), with ``exact``: rounding is symmetric, so round(+-g) is
@@ -348,9 +351,11 @@ def _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o
     target ``term`` picks among ``g``'s bits (``signed_term``) instead of multiplying.
     (``ahead`` is for ``_row_fixed_picked``, which shares this signature.)
     """
+    _, xk, tk, ok, pk = kinds
+    (x, x0, xs), (t, t0, ts), (o, o0, os) = self_, target, out
     for j in range(j0, j1):
-        out[np.uint64(o0 + j * os)] = term(xk, tk, ok, pk, exact, g, x[np.uint64(x0 + j * xs)],
-                                           t[np.uint64(t0 + j * ts)])
+        o[np.uint64(o0 + j * os)] = term(xk, tk, ok, pk, exact, g, x[np.uint64(x0 + j * xs)],
+                                         t[np.uint64(t0 + j * ts)])
 
 
 # 4K aliasing: a load waits for an older store still in flight whose address matches its
@@ -385,22 +390,24 @@ def _runs_walk(j0, runs, ahead):
 
 
 @njit(inline="always")
-def _row_fixed_picked(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, ahead):
+def _row_fixed_picked(kinds, exact, term, g, self_, target, out, j0, j1, ahead):
     """``_row_fixed_grad`` where self, target, P and the output are one 16-bit kind (its
     ``term`` picks on the stored bits): with unit strides ``PICK_LANES`` elements at a
     time (``pick_lanes``, g's stored bits in every lane), the rest as ``_row_fixed_grad``.
     Medium mean and sum, against the element loop alone, two runs each: float16 1.03-1.11x
     and 1.05x, bfloat16 1.04x and 1.02x on Zen 4; for a Zen 1 target float16 1.02-1.07x
     and 1.08-1.10x, bfloat16 1.04-1.14x and 1.12-1.13x."""
+    ok = kinds[3]
+    (x, x0, xs), (t, t0, ts), (o, o0, os) = self_, target, out
     if xs == 1 and ts == 1 and os == 1:
         bits = _store(ok, exact, g)
         runs = (j1 - j0) // PICK_LANES
         first, step = _runs_walk(j0, runs, ahead)
         for i in range(runs):
             j = first + i * step
-            pick_lanes(out, o0 + j, x, x0 + j, t, t0 + j, bits, 0, ok)
+            pick_lanes(o, o0 + j, x, x0 + j, t, t0 + j, bits, 0, ok)
         j0 += runs * PICK_LANES
-    _row_fixed_grad(xk, tk, ok, pk, exact, term, g, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, ahead)
+    _row_fixed_grad(kinds, exact, term, g, self_, target, out, j0, j1, ahead)
 
 
 def fixed_row_of(xk: int, tk: int, ok: int, pk: int):
@@ -413,24 +420,25 @@ def fixed_row_of(xk: int, tk: int, ok: int, pk: int):
 
 
 @njit(inline="always")
-def _row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef, ahead):
-    """Elements j0..j1 of a row; the kinds (go, self, target, out, P) are literals.
+def _row(kinds, exact, grad, self_, target, out, j0, j1, coef, ahead):
+    """Elements j0..j1 of a row; ``grad``, ``self_``, ``target`` and ``out`` are operands.
 
     ``sign * (grad_output * coef)`` is computed as ``(sign * coef) * grad_output``: the
     same bits (``coef`` is finite and > 0; both products round once, symmetrically, and
     +0 times either gives the same zero or NaN), one multiply fewer per element.
     (``ahead`` is for ``_row_picked``, which shares this signature.)
     """
+    gk, xk, tk, ok, pk = kinds
+    (go, g0, gs), (x, x0, xs), (t, t0, ts), (o, o0, os) = grad, self_, target, out
     for j in range(j0, j1):
         s = _sign(xk, tk, pk, coef, x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)])
-        # grad_output read after self/target: bfloat16 ran 0.90x of the ceiling, 0.85-0.89x before
+        # grad_output read after self/target (docs/performance.md, "L1 load order")
         g = load_input(gk, pk, go[np.uint64(g0 + j * gs)])
-        out[np.uint64(o0 + j * os)] = _store(ok, exact, s * g)
+        o[np.uint64(o0 + j * os)] = _store(ok, exact, s * g)
 
 
 @njit(inline="always")
-def _row_picked(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out, o0, os, j0, j1, coef,
-                ahead):
+def _row_picked(kinds, exact, grad, self_, target, out, j0, j1, coef, ahead):
     """``_row`` where grad_output, self, target and the output are one 16-bit kind and
     the coefficient is 1 (none or sum, ``exact``): each element picked on the stored
     bits (``picked_bits``, as ``_row_fixed_grad``'s term picks), nothing widened or
@@ -442,16 +450,18 @@ def _row_picked(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, out
     Zen 1 target; large unchanged. The runs go the way ``_runs_walk`` says. (This loop and
     ``_row_fixed_picked``'s stay apart: one helper for both made medium none float16 and
     bfloat16 0.95-0.97x for the Zen 1 target, Zen 4 unchanged.)"""
+    ok = kinds[3]
+    (go, g0, gs), (x, x0, xs), (t, t0, ts), (o, o0, os) = grad, self_, target, out
     if gs == 1 and xs == 1 and ts == 1 and os == 1:
         runs = (j1 - j0) // PICK_LANES
         first, step = _runs_walk(j0, runs, ahead)
         for i in range(runs):
             j = first + i * step
-            pick_lanes(out, o0 + j, x, x0 + j, t, t0 + j, go, g0 + j, ok)
+            pick_lanes(o, o0 + j, x, x0 + j, t, t0 + j, go, g0 + j, ok)
         j0 += runs * PICK_LANES
     for j in range(j0, j1):
-        out[np.uint64(o0 + j * os)] = picked_bits(x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)],
-                                                  go[np.uint64(g0 + j * gs)], ok)
+        o[np.uint64(o0 + j * os)] = picked_bits(x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)],
+                                                go[np.uint64(g0 + j * gs)], ok)
 
 
 def row_of(kinds: tuple[int, int, int, int], promoted: int, exact: bool):
@@ -492,30 +502,34 @@ def _next_row(index, offsets, dims, steps):
 
 
 @njit(inline="always")
-def _elements(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs, t,
-              t0, ts, dst, d0, ds, j0, j1, coef, ahead):
-    """Elements j0..j1 of a row, stored at ``dst[d0 + j * ds]`` (the output itself, or a
-    staging run): ``fixed_row`` (``fixed_row_of``) with the row's grad term ``g_rounded``
-    when ``fixed``, else ``row`` (``row_of``), which also takes a fixed grad whose term is not
-    finite: an inf or NaN grad, or one rounding past the output's range, where sign 0
-    gives NaN, not 0, so each element rounds. Their vector runs go the way ``ahead`` says
-    (``_runs_walk``)."""
+def _elements(kinds, exact, term, row, fixed_row, factor, inputs, dst, span, ahead):
+    """Elements ``span`` (j0, j1) of a row, stored into the operand ``dst`` (the output
+    itself, or a staging run), from the operands ``inputs`` (grad_output, self, target).
+    ``factor`` is (fixed, g_rounded, coef): with ``fixed``, ``fixed_row``
+    (``fixed_row_of``) takes the row's grad term ``g_rounded``; else ``row`` (``row_of``),
+    which also takes a fixed grad whose term is not finite: an inf or NaN grad, or one
+    rounding past the output's range, where sign 0 gives NaN, not 0, so each element
+    rounds. Their vector runs go the way ``ahead`` says (``_runs_walk``)."""
+    fixed, g_rounded, coef = factor
+    grad, self_, target = inputs
+    j0, j1 = span
     if fixed:
-        fixed_row(xk, tk, ok, pk, True, term, g_rounded, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1, ahead)
+        fixed_row(kinds, True, term, g_rounded, self_, target, dst, j0, j1, ahead)
     else:
-        row(gk, xk, tk, ok, pk, exact, go, g0, gs, x, x0, xs, t, t0, ts, dst, d0, ds, j0, j1, coef, ahead)
+        row(kinds, exact, grad, self_, target, dst, j0, j1, coef, ahead)
 
 
 @njit(inline="always")
-def straight(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs, t,
-             t0, ts, out, o0, os, j0, j1, coef, stage):
-    """Elements j0..j1 of a row straight into the output (``_work``'s ``emit``), their runs
-    walked backward where the output lies just ahead of the inputs it streams from."""
-    ahead = _ahead(out, o0 + j0 * os, x, x0 + j0 * xs) + _ahead(out, o0 + j0 * os, t, t0 + j0 * ts)
+def straight(kinds, exact, term, row, fixed_row, factor, inputs, out, span, stage):
+    """Elements ``span`` of a row straight into the output (``_work``'s ``emit``), their
+    runs walked backward where the output lies just ahead of the inputs it streams from."""
+    (go, g0, gs), (x, x0, xs), (t, t0, ts) = inputs
+    o, o0, os = out
+    j0 = span[0]
+    ahead = _ahead(o, o0 + j0 * os, x, x0 + j0 * xs) + _ahead(o, o0 + j0 * os, t, t0 + j0 * ts)
     if gs != 0:
-        ahead += _ahead(out, o0 + j0 * os, go, g0 + j0 * gs)
-    _elements(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs, t,
-              t0, ts, out, o0, os, j0, j1, coef, ahead)
+        ahead += _ahead(o, o0 + j0 * os, go, g0 + j0 * gs)
+    _elements(kinds, exact, term, row, fixed_row, factor, inputs, out, span, ahead)
 
 
 # Lines in a streamed step: two, the 128-byte vector a 16-bit pick writes under AVX-512
@@ -524,58 +538,57 @@ STEP_LINES = 2
 
 
 @njit(inline="always")
-def staged(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs, t,
-           t0, ts, out, o0, os, j0, j1, coef, stage):
-    """Elements j0..j1 of a row into an output that streams past the caches (``_work``'s
+def staged(kinds, exact, term, row, fixed_row, factor, inputs, out, span, stage):
+    """Elements ``span`` of a row into an output that streams past the caches (``_work``'s
     ``emit``). With unit strides (a fixed grad, or one that moves with the row), its whole
     aligned lines go in steps of ``STEP_LINES``: each step's elements computed into
     ``stage`` and stored at once in a non-temporal vector store, which LLVM feeds from
     the registers the step was computed in (the stage is written, never read back).
-    The rest, and rows of other strides, go through ``stage`` in runs (``_staged_runs``).
-    Large none, mean, sum against runs alone, one process: float32 1.21-1.41x, float16
-    1.03-1.11x, bfloat16 1.05-1.10x on Zen 4; 1.01-1.07x for a Zen 1 target (AVX2). The
-    first streamed compile takes 1.3x as long (3.1-3.3 s against 2.3-2.5); one instance of
-    the runs serves both ends of the steps (three took 5.6-7.3 s)."""
-    lead = lead_in(out, o0 + j0)
-    step = STEP_LINES * LINE // item_bytes(out)
+    The rest, and rows of other strides, go through ``stage`` in runs (``_staged_runs``;
+    one instance of them serves both ends of the steps: docs/performance.md, "Kernel
+    design")."""
+    fixed, g_rounded, coef = factor
+    (go, g0, gs), (x, x0, xs), (t, t0, ts) = inputs
+    o, o0, _ = out
+    j0, j1 = span
+    lead = lead_in(o, o0 + j0)
+    step = STEP_LINES * LINE // item_bytes(o)
     stepped = lead >= 0 and xs == 1 and ts == 1 and (fixed or gs == 1)
     first = lesser(j1, j0 + lead) if stepped else j1      # the steps' span: first..last
     last = first + (j1 - first) // step * step
     for part in range(2):   # the runs before the steps, then after them: one instance of the runs
-        _staged_runs(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0,
-                     xs, t, t0, ts, out, o0, os, j0 if part == 0 else last, first if part == 0 else j1,
-                     coef, stage)
+        _staged_runs(kinds, exact, term, row, fixed_row, factor, inputs, out,
+                     (j0 if part == 0 else last, first if part == 0 else j1), stage)
         for s in range(first, last if part == 0 else first, step):
+            run = (stage, 0, 1)
             if fixed:   # (the same in every step: LLVM takes the branch out of the loop)
-                fixed_row(xk, tk, ok, pk, True, term, g_rounded, x, x0 + s, 1, t, t0 + s, 1, stage, 0, 1, 0,
-                          step, 0)
+                fixed_row(kinds, True, term, g_rounded, (x, x0 + s, 1), (t, t0 + s, 1), run, 0, step, 0)
             else:
-                row(gk, xk, tk, ok, pk, exact, go, g0 + s, 1, x, x0 + s, 1, t, t0 + s, 1, stage, 0, 1, 0,
-                    step, coef, 0)
-            stream_lines(out, o0 + s, stage, 0, STEP_LINES)
+                row(kinds, exact, (go, g0 + s, 1), (x, x0 + s, 1), (t, t0 + s, 1), run, 0, step, coef, 0)
+            stream_lines(o, o0 + s, stage, 0, STEP_LINES)
 
 
 @njit(inline="always")
-def _staged_runs(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs,
-                 t, t0, ts, out, o0, os, j0, j1, coef, stage):
-    """Elements j0..j1 of a row into the output in runs computed into ``stage``, each
+def _staged_runs(kinds, exact, term, row, fixed_row, factor, inputs, out, span, stage):
+    """Elements ``span`` of a row into the output in runs computed into ``stage``, each
     ending on a line boundary and drained in non-temporal stores (``nontemporal``).
-    An output whose elements are misaligned drains in normal stores: a straight path for
-    it, a second instance of the row loops, made the first streamed call compile 1.25x
-    as long (6.4 s against 5.1). Runs walk forward here: walked backward where the stage
-    lay just ahead of the inputs, large mean float16 ran 1.56x slower (the stage is in
-    the cache, their loads stream in)."""
-    s, e = j0, lesser(j1, j0 + greater(lead_in(out, o0 + j0), 0))
+    An output whose elements are misaligned drains in normal stores (one instance of the
+    row loops: a straight path for it doubled a compile). Runs walk forward here: the
+    stage is in the cache while the inputs' loads stream in (docs/performance.md, "Kernel
+    design")."""
+    o, o0, _ = out
+    j0, j1 = span
+    s, e = j0, lesser(j1, j0 + greater(lead_in(o, o0 + j0), 0))
     while s < j1:
-        _elements(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs,
-                  t, t0, ts, stage, -s, 1, s, e, coef, 0)
-        drain(out, o0 + s, stage, e - s)
+        _elements(kinds, exact, term, row, fixed_row, factor, inputs, (stage, -s, 1), (s, e), 0)
+        drain(o, o0 + s, stage, e - s)
         s, e = e, lesser(j1, e + len(stage))
 
 
-# Slots of the loop nest after the shape and the strides (see make_kernel).
-STARTS, BLOCK, CHUNKS, BODY = 5 * RANK, 5 * RANK + 4, 5 * RANK + 5, 5 * RANK + 6
-NEST_SIZE = 5 * RANK + 7
+NEST = Slots(dims=RANK, steps=4 * RANK, starts=4, block=1, chunks=1, body=1)
+"""The loop nest a plan packs (see make_kernel)."""
+DIMS, STEPS, STARTS, BLOCK = NEST.dims, NEST.steps, NEST.starts, NEST.block
+CHUNKS, BODY = NEST.chunks, NEST.body
 
 
 def make_kernel(parallel: bool):
@@ -584,12 +597,10 @@ def make_kernel(parallel: bool):
     argument types; padloss_numba.indirect) on each of the ``nest[CHUNKS]``
     pieces of the work, in parallel or (the serial entry) as one piece.
 
-    ``nest`` holds NEST_SIZE int64s: the loop shape (``RANK`` dims), each array's
-    strides over it (4 x ``RANK``), each array's offset of element 0 (4, from
-    STARTS), the inner block length, how many pieces the work is split into
-    (the serial entry runs one), and the body's address. One array, not tuples
-    or scalars: Numba unboxes nested tuples slowly (~1 us a call), every
-    argument costs ~0.05 us, and parallel regions take arrays. The caller reads
+    ``nest`` is :data:`NEST` packed: the loop shape (``RANK`` dims), each array's
+    strides over it (4 x ``RANK``), each array's offset of element 0, the inner block
+    length, how many pieces the work is split into (the serial entry runs one), and
+    the body's address (padloss_numba.slots says why one array). The caller reads
     the thread count, since reading it here would keep Numba from caching the
     kernel on disk.
     """
@@ -622,13 +633,13 @@ def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool, str
     gk, xk, tk, ok = kinds
     if streams:
         def body(go, x, t, out, nest, coef, chunk, chunks):
-            _work(gk, xk, tk, ok, promoted, exact, staged, TERM, ROW, FIXED_ROW,
-                  stack_array(out, STAGE_BYTES), go, x, t, out, nest, coef, chunk, chunks)
+            _work((gk, xk, tk, ok, promoted), exact, staged, TERM, ROW, FIXED_ROW,
+                  stack_array(out, STAGE_BYTES), (go, x, t, out), (nest, coef), (chunk, chunks))
             fence()   # the streamed stores are weakly ordered
     else:
         def body(go, x, t, out, nest, coef, chunk, chunks):
-            _work(gk, xk, tk, ok, promoted, exact, straight, TERM, ROW, FIXED_ROW, out[:0], go, x, t, out,
-                  nest, coef, chunk, chunks)
+            _work((gk, xk, tk, ok, promoted), exact, straight, TERM, ROW, FIXED_ROW, out[:0],
+                  (go, x, t, out), (nest, coef), (chunk, chunks))
 
     body = with_globals(body, TERM=signed_term(xk, tk, ok, promoted), ROW=row_of(kinds, promoted, exact),
                         FIXED_ROW=fixed_row_of(xk, tk, ok, promoted))
@@ -641,17 +652,21 @@ FIXED_ROW = None   # and the row function of a fixed grad (fixed_row_of)
 
 
 @njit(inline="always")
-def _work(gk, xk, tk, ok, pk, exact, emit, term, row, fixed_row, stage, go, x, t, out, nest, coef, chunk,
-          chunks):
-    """The work items of piece ``chunk`` of ``chunks``, each row's elements written by
-    ``emit``: ``straight``, or ``staged`` through ``stage`` (a run of the output's
-    dtype) for an output that streams. The kinds and ``exact`` are constants of the
-    caller, literals here once inlined; ``emit`` is a module-level function, so each
-    kernel compiles only its own path (the staged one, compiled into every body,
-    doubled the body's compile: 7.3 -> 3.9 s without it)."""
-    dims = nest[:RANK]
-    steps = nest[RANK:STARTS].reshape((4, RANK))
-    starts = nest[STARTS:STARTS + 4]
+def _work(kinds, exact, emit, term, row, fixed_row, stage, arrays, plan, piece):
+    """The work items of ``piece`` (chunk, chunks) over ``arrays`` (grad_output, self,
+    target, out) as ``plan`` (the loop nest, the mean coefficient) lays them out, each
+    row's elements written by ``emit``: ``straight``, or ``staged`` through ``stage`` (a
+    run of the output's dtype) for an output that streams. ``kinds`` and ``exact`` are
+    constants of the caller, literals here once inlined; ``emit`` is a module-level
+    function, so each kernel compiles only its own path (the staged one, compiled into
+    every body, doubled its compile)."""
+    gk, ok, pk = kinds[0], kinds[3], kinds[4]
+    go, x, t, out = arrays
+    nest, coef = plan
+    chunk, chunks = piece
+    dims = nest[DIMS:STEPS]
+    steps = nest[STEPS:STARTS].reshape((4, RANK))
+    starts = nest[STARTS:BLOCK]
     block = nest[BLOCK]
     inner = dims[RANK - 1]
     rows = 1
@@ -676,8 +691,8 @@ def _work(gk, xk, tk, ok, pk, exact, emit, term, row, fixed_row, stage, go, x, t
             g_raw = load_input(gk, pk, go[g0]) * coef
             g_rounded = load(ok, store_nearest_even(ok, g_raw))
             fixed = np.isfinite(g_rounded)   # else past the range, or an inf or NaN grad: _row
-        emit(gk, xk, tk, ok, pk, exact, term, row, fixed_row, fixed, g_rounded, go, g0, gs, x, x0, xs, t, t0,
-             ts, out, o0, os, j0, j1, coef, stage)
+        emit(kinds, exact, term, row, fixed_row, (fixed, g_rounded, coef),
+             ((go, g0, gs), (x, x0, xs), (t, t0, ts)), (out, o0, os), (j0, j1), stage)
         blk += 1
         if blk == per_row:
             blk = 0

@@ -27,7 +27,7 @@ from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtyp
 from . import nontemporal, variants
 from .convert import STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_entry
-from .l1_kernel import BODY, INT, NEST_SIZE, RANK, chunk_body, make_kernel
+from .l1_kernel import INT, NEST, RANK, chunk_body, make_kernel
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
 
 MAX_BLOCK = 1 << 18    # inner elements per work item, at most (shorter blocks streamed ~3% slower)
@@ -168,8 +168,7 @@ class L1LossBackwardPlan:
         self.streams = nontemporal.streams(problem.output.size * _storage(metas[3]).itemsize, self._parallel,
                                            dims[-1] > 1 and steps[-1] == 1)
         # the loop nest, and a slot for the body's address (set below)
-        nest = np.array(dims + steps + starts + (block, chunks, 0), np.int64)
-        assert len(nest) == NEST_SIZE
+        nest = NEST.pack(dims=dims, steps=steps, starts=starts, block=block, chunks=chunks, body=0)
         self._constants = (nest, coef)
         kinds = tuple(storage_kind(m.dtype) for m in metas)
         signature = (tuple(_flat_type(m, writable=(i == 3)) for i, m in enumerate(metas))
@@ -177,7 +176,7 @@ class L1LossBackwardPlan:
         # sign * grad_output, unscaled (none, sum) and in the output's own dtype, is a value that
         # dtype holds: +-grad_output, or a zero or NaN
         exact = reduction != 1 and metas[0].dtype == metas[3].dtype
-        self._kernel, nest[BODY] = _compiled_kernel(kinds, STORAGE_CODE[promoted], self._parallel, exact,
+        self._kernel, nest[NEST.body] = _compiled_kernel(kinds, STORAGE_CODE[promoted], self._parallel, exact,
                                                     self.streams, signature)
 
     def bind(self, buffers: tuple) -> tuple:

@@ -1,19 +1,18 @@
 """Non-temporal stores: writing an output that will not be read soon straight to memory.
 
-A normal store first reads its cache line in (the read-for-ownership), so
-writing N bytes moves 2N; in L1's mean mix (2 reads + 1 write) that is a
-quarter of the traffic. A non-temporal store of a whole, aligned 64-byte line
-skips that read. On this project's 2-core machine, 3e7 float32 elements: a
-2-read + 1-write stream ran 1.37x faster with them, a 3 + 1 stream 1.19x, a
-copy 1.4x. They only pay for outputs far larger than the caches: the line goes
-to memory, and whoever reads it soon after fetches it back.
+A normal store first reads its cache line in (the read-for-ownership), so writing N
+bytes moves 2N; a non-temporal store of a whole, aligned 64-byte line skips that read.
+It pays only for outputs far larger than the caches (``streams``: the one rule for
+every kernel), since whoever reads the line soon after fetches it back
+(docs/performance.md, "Kernel design").
 
-Numba has no vector types, and LLVM only emits non-temporal stores of whole,
-aligned vectors, so a kernel computes a short run of elements into a staging
-buffer (it stays in L1) and ``drain``s it: the part of the run that covers
-whole aligned lines of the output leaves in line-sized non-temporal stores,
-the rest in normal stores. ``fence()`` orders the weakly ordered streamed
-stores before anything after it, so call it before the kernel's end.
+LLVM emits non-temporal stores of whole, aligned vectors only, so the kernels store
+whole lines: ``stream_lines`` sums lines of the inputs straight into lines of the
+output (the pad's row centres, L1's rows whose inputs move with the output, the
+ceilings); ``drain`` sends a run computed into a staging buffer (L1's row ends and the
+rows whose inputs do not move with the output), its whole lines streamed, the rest
+stored normally. ``fence()`` orders the weakly ordered streamed stores before anything
+after it: call it before the kernel's end.
 """
 from __future__ import annotations
 
@@ -25,10 +24,8 @@ from numba.extending import intrinsic
 from .scalars import lesser
 
 LINE = 64            # bytes a non-temporal store writes at once: a cache line
-# Outputs at least this large are streamed. Measured crossover (L1, float32): 12 MB ran
-# alike or slower streamed, 20 MB and more 1.15-1.37x faster.
-STREAM_MIN_BYTES = 1 << 24
-STAGE_BYTES = 1024   # the staging run: 16 lines (512 B to 2 KiB ran alike, 256 B 10% slower; 8 KiB stalled)
+STREAM_MIN_BYTES = 1 << 24   # outputs at least this large stream (docs/performance.md, "Non-temporal stores")
+STAGE_BYTES = 1024           # the staging run: 16 lines (docs/performance.md, "Non-temporal stores")
 
 
 def streams(out_nbytes: int, parallel: bool, contiguous: bool) -> bool:

@@ -49,6 +49,7 @@ from .indirect import buffer_row, call_body
 from .nontemporal import LINE, address, fence, item_bytes, lead_in, stream_lines
 from .numba_internals import NoAliasCompiler
 from .scalars import greater, lesser
+from .slots import Slots
 from .window import LANES, folder, mover
 
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
@@ -82,89 +83,106 @@ def _fill_zero(dst, r, start, n, out_kind):
 COPY_LOOP_MIN_BYTES = 384
 
 
+# The helpers below take their operands as small tuples: a place in a 2-D plane is
+# (array, row, column), a row (array, row); ``cols`` is the width axis as
+# padloss.geometry.CircularAxis gives it (crop, kept, before, after), and ``kinds`` the
+# storage kinds (source, output) of a sum, literals.
+
 @njit(inline="always")
-def _copy_loop(dst, r, d, a, ra, ia, n):
-    """dst[r, d+i] = a[ra, ia+i] for i < n, as a loop: a step LLVM cannot see is 1, so no
-    memcpy call, a vector loop behind a run-time "step == 1" check."""
+def _copy_loop(dst, a, n):
+    """dst[r, d+i] = a[ra, ia+i] for i < n (dst = (dst, r, d), a = (a, ra, ia)), as a loop: a
+    step LLVM cannot see is 1, so no memcpy call, a vector loop behind a run-time "step == 1"
+    check."""
+    (o, r, d), (x, ra, ia) = dst, a
     step = opaque(np.uint64(1))
     for i in range(n):
         j = np.uint64(i) * step
-        dst[r, np.uint64(d) + j] = a[ra, np.uint64(ia) + j]
+        o[r, np.uint64(d) + j] = x[ra, np.uint64(ia) + j]
 
 
 @njit(inline="always")
-def _sum1(dst, r, d, a, ra, ia, n, src_kind, out_kind):
+def _sum1(dst, a, n, kinds):
     """dst[r, d+i] = a[ra, ia+i] for i < n, converted and rounded."""
+    src_kind, out_kind = kinds
+    (o, r, d), (x, ra, ia) = dst, a
     if src_kind == out_kind:
         # One term read straight from storage is representable: every rounding
         # mode returns it unchanged, so its bits are copied (a signalling NaN is
         # not quieted; NaN payloads are not part of the contract).
-        if n * dst.itemsize < COPY_LOOP_MIN_BYTES:
+        if n * o.itemsize < COPY_LOOP_MIN_BYTES:
             for i in range(n):
-                dst[r, np.uint64(d + i)] = a[ra, np.uint64(ia + i)]
+                o[r, np.uint64(d + i)] = x[ra, np.uint64(ia + i)]
         else:
-            _copy_loop(dst, r, d, a, ra, ia, n)
+            _copy_loop(dst, a, n)
     else:
         for i in range(n):
-            dst[r, np.uint64(d + i)] = final_round(out_kind, load(src_kind, a[ra, np.uint64(ia + i)]))
+            o[r, np.uint64(d + i)] = final_round(out_kind, load(src_kind, x[ra, np.uint64(ia + i)]))
 
 
 @njit(inline="always")
-def _sum2(dst, r, d, a, ra, ia, b, rb, ib, n, src_kind, out_kind):
+def _sum2(dst, a, b, n, kinds):
     """dst[r, d+i] = a[ra, ia+i] + b[rb, ib+i] for i < n, rounded once."""
+    src_kind, out_kind = kinds
+    (o, r, d), (x, ra, ia), (y, rb, ib) = dst, a, b
     for i in range(n):
-        dst[r, np.uint64(d + i)] = final_round(out_kind, load(src_kind, a[ra, np.uint64(ia + i)])
-                                               + load(src_kind, b[rb, np.uint64(ib + i)]))
+        o[r, np.uint64(d + i)] = final_round(out_kind, load(src_kind, x[ra, np.uint64(ia + i)])
+                                             + load(src_kind, y[rb, np.uint64(ib + i)]))
 
 
 @njit(inline="always")
-def _sum3(dst, r, d, a, ra, ia, b, rb, ib, c, rc, ic, n, src_kind, out_kind):
+def _sum3(dst, a, b, c, n, kinds):
     """dst[r, d+i] = (a[ra, ia+i] + b[rb, ib+i]) + c[rc, ic+i] for i < n, rounded once."""
+    src_kind, out_kind = kinds
+    (o, r, d), (x, ra, ia), (y, rb, ib), (z, rc, ic) = dst, a, b, c
     for i in range(n):
-        dst[r, np.uint64(d + i)] = final_round(out_kind, (load(src_kind, a[ra, np.uint64(ia + i)])
-                                                          + load(src_kind, b[rb, np.uint64(ib + i)]))
-                                               + load(src_kind, c[rc, np.uint64(ic + i)]))
+        o[r, np.uint64(d + i)] = final_round(out_kind, (load(src_kind, x[ra, np.uint64(ia + i)])
+                                                        + load(src_kind, y[rb, np.uint64(ib + i)]))
+                                             + load(src_kind, z[rc, np.uint64(ic + i)]))
 
 
 @njit(inline="always")
-def _fold_columns(src, k, src_kind, out, h, out_kind, crop, kept, before, after):
+def _fold_columns(source, target, kinds, cols):
     """out[h, crop + c] = (src[k, before+c] + src[k, before+c-kept]) + src[k, before+c+kept]
-    over the kept columns c, each wrapped term only where it exists (the cropped columns
-    are the caller's: one fill per row, not one per fold's instance, each a loop to compile).
+    over the kept columns c (source = (src, k), target = (out, h)), each wrapped term only
+    where it exists (the cropped columns are the caller's: one fill per row, not one per
+    fold's instance, each a loop to compile).
 
     Column c takes the right band's src[k, before+kept+c] when c < after, and the
     left band's src[k, c-(kept-before)] when c >= kept - before.
     """
+    (src, k), (out, h) = source, target
+    crop, kept, before, after = cols
     left_start = kept - before
     lo, hi = lesser(after, left_start), greater(after, left_start)
     right = before + kept
-    _sum2(out, h, crop, src, k, before, src, k, right, lo, src_kind, out_kind)            # right wrap only
-    if after <= left_start:                                                                # centre: the copy
-        _sum1(out, h, crop + lo, src, k, before + lo, hi - lo, src_kind, out_kind)
-    else:                                                                                  # both wraps
-        _sum3(out, h, crop + lo, src, k, before + lo, src, k, lo - left_start, src, k, right + lo,
-              hi - lo, src_kind, out_kind)
-    _sum2(out, h, crop + hi, src, k, before + hi, src, k, hi - left_start, kept - hi,     # left wrap only
-          src_kind, out_kind)
+    _sum2((out, h, crop), (src, k, before), (src, k, right), lo, kinds)              # right wrap only
+    if after <= left_start:                                                          # centre: the copy
+        _sum1((out, h, crop + lo), (src, k, before + lo), hi - lo, kinds)
+    else:                                                                            # both wraps
+        _sum3((out, h, crop + lo), (src, k, before + lo), (src, k, lo - left_start), (src, k, right + lo),
+              hi - lo, kinds)
+    _sum2((out, h, crop + hi), (src, k, before + hi), (src, k, hi - left_start), kept - hi, kinds)  # left
 
 
 @njit(inline="always")
-def _fold_rows(src, out, h0, h1, k0, kind, crop, kept, before, after, k_lo, k_hi):
-    """Rows h0..h1 of ``out`` (their kept columns) from gradOutput's rows k0.., rows
-    with no wrapped partner rows, each ``_fold_columns``: float64 rows (which have no
-    windows, so k_lo..k_hi, where windows may read, goes unused)."""
+def _fold_rows(src, out, rows, k0, kind, cols, window_rows):
+    """Rows ``rows`` (h0, h1) of ``out`` (their kept columns) from gradOutput's rows k0..,
+    rows with no wrapped partner rows, each ``_fold_columns``: float64 rows (which have no
+    windows, so ``window_rows``, where windows may read, goes unused)."""
+    h0, h1 = rows
     for h in range(h0, h1):
         row = out[h:h + 1]                         # one-row views: see the module docstring
         k = k0 + h - h0
-        _fold_columns(src[k:k + 1], 0, kind, row, 0, kind, crop, kept, before, after)
+        _fold_columns((src[k:k + 1], 0), (row, 0), (kind, kind), cols)
 
 
 @njit(inline="always")
-def _windows_fit(src, out, before, after, kept):
+def _windows_fit(src, out, cols):
     """Whether a plane's rows fold in windows (``_row_in_windows``): pads at most
     ``LANES`` wide, the kept columns at least two windows, unit column strides, and rows
     at least ``LANES`` elements apart, so that a window's reads past a row's ends stay
     inside the neighbour rows (rows ``_window_rows`` names have them)."""
+    _, kept, before, after = cols
     return (before <= LANES and after <= LANES and kept >= 2 * LANES
             and src.strides[1] == src.itemsize and out.strides[1] == out.itemsize
             and src.strides[0] >= LANES * src.itemsize)
@@ -184,7 +202,7 @@ def _window_rows(go, plane):
 
 
 @njit(inline="always")
-def _row_in_windows(out, h, src, rows, kind, crop, kept, before, after):
+def _row_in_windows(out, h, src, rows, kind, cols):
     """Row h of ``out`` (its kept columns) from gradOutput's row ``rows``, or the pair
     ``rows = (k, k2)`` of a row and the band row that wraps onto it (summed column by
     column first, in float32: the spec's rows-then-columns order): each wrapped run, as
@@ -196,6 +214,7 @@ def _row_in_windows(out, h, src, rows, kind, crop, kept, before, after):
     # columns, written after it). Seen, a loop of moves becomes a memcpy call, which the
     # row loop keeps registers spilled around even where it is not taken: the one-wide
     # loop's call cost medium float16 1.11-1.14x, rows of 120 1.19x (Zen 4, Zen 1 target)
+    crop, kept, before, after = cols
     i, step, one_step = LANES, opaque(2 * LANES), opaque(LANES)
     while i + 2 * LANES <= kept - LANES:
         _move_two_windows(out, h, crop + i, src, rows, before + i, kind)
@@ -238,24 +257,25 @@ def _streams_in(dst, crop, kept, lanes):
 
 
 @njit(inline="always")
-def _stream_centre(out, h, src, k, kind, crop, kept, before, after, lanes, fold):
+def _stream_centre(out, h, src, k, kind, cols, lanes, fold):
     """Row h's centre between windows of ``lanes`` (``fold``, a folder of that width): its
     whole aligned lines in one non-temporal store each, straight from gradOutput's row;
     the columns before and after them, and the windows, in normal stores."""
+    crop, kept, before, after = cols
     dst, row = out[h], src[k]                       # one-row views, unit strides (_windows_fit)
     lo, hi = crop + lanes, crop + kept - lanes      # the centre, between the windows
     _, first, stop = _centre_lines(dst, crop, kept, lanes)
-    _copy_loop(out, h, lo, src, k, before + lanes, first - lo)
+    _copy_loop((out, h, lo), (src, k, before + lanes), first - lo)
     for d in range(first, stop, LINE // item_bytes(dst)):
         stream_lines(dst, d, row, before + d - crop, 1)
-    _copy_loop(out, h, stop, src, k, before + stop - crop, hi - stop)
+    _copy_loop((out, h, stop), (src, k, before + stop - crop), hi - stop)
     fold(out, h, crop + kept - lanes, src, k, before + kept - lanes, before - lanes, lanes - before, lanes,
          kind)
     fold(out, h, crop, src, k, before, before + kept, 0, after, kind)
 
 
 @njit(inline="always")
-def _row_streamed(out, h, src, k, kind, crop, kept, before, after):
+def _row_streamed(out, h, src, k, kind, cols):
     """``_row_in_windows`` for a row with no partner rows whose output streams past the
     caches: the whole aligned lines of its centre leave in one non-temporal store each
     (``_stream_centre``), so they are never read in first. A row streams only where that
@@ -270,14 +290,15 @@ def _row_streamed(out, h, src, k, kind, crop, kept, before, after):
     beside this second instance of the centre (any restructuring of the row that kept the
     wide rows' code apart cost as much), and the streamed float32 body's first compile
     takes 1.4x as long (6.7-7.1 s against 4.8-5.0; ``padloss warmup`` does it ahead)."""
+    crop, kept, before, after = cols
     dst = out[h]
     if _streams_in(dst, crop, kept, LANES):
-        _stream_centre(out, h, src, k, kind, crop, kept, before, after, LANES, _fold_window)
+        _stream_centre(out, h, src, k, kind, cols, LANES, _fold_window)
     elif (kind == F32 and before <= NARROW_LANES and after <= NARROW_LANES
           and _streams_in(dst, crop, kept, NARROW_LANES)):
-        _stream_centre(out, h, src, k, kind, crop, kept, before, after, NARROW_LANES, _fold_narrow)
+        _stream_centre(out, h, src, k, kind, cols, NARROW_LANES, _fold_narrow)
     else:
-        _row_in_windows(out, h, src, k, kind, crop, kept, before, after)
+        _row_in_windows(out, h, src, k, kind, cols)
 
 
 @njit(inline="always")
@@ -288,7 +309,7 @@ def _of_two_runs(i, first, count, second):
 
 
 @njit(inline="always")
-def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after, k_lo, k_hi):
+def _fold_rows_in_windows(src, out, rows, k0, kind, cols, window_rows):
     """``_fold_rows`` for float16, bfloat16 and float32 rows, each in windows
     (``_row_in_windows``) where they fit and gradOutput's row is one of k_lo..k_hi
     (``_window_rows``; other rows, pads past ``LANES`` or strided columns fold as
@@ -297,17 +318,19 @@ def _fold_rows_in_windows(src, out, h0, h1, k0, kind, crop, kept, before, after,
     pad ran 1.4x faster than the loops did, in a run of rows 1.9x (Zen 3); with no test
     in it of which way each row folds, medium pad-3 float16 1.04x, bfloat16 1.13x,
     float32 1.05x (Zen 4)."""
+    h0, h1 = rows
+    k_lo, k_hi = window_rows
     m0, m1 = h1, h1   # rows m0..m1 fold in windows: their gradOutput rows lie in k_lo..k_hi
-    if _windows_fit(src, out, before, after, kept):
+    if _windows_fit(src, out, cols):
         m0 = lesser(greater(h0, h0 + k_lo - k0), h1)
         m1 = greater(lesser(h1, h0 + k_hi - k0 + 1), m0)
     for h in range(m0, m1):
-        ROW_IN_WINDOWS(out, h, src, k0 + h - h0, kind, crop, kept, before, after)
+        ROW_IN_WINDOWS(out, h, src, k0 + h - h0, kind, cols)
     head = m0 - h0
     for i in range(head + h1 - m1):   # the others, before and after them
         h = _of_two_runs(i, h0, head, m1)
         k = k0 + h - h0
-        _fold_columns(src[k:k + 1], 0, kind, out[h:h + 1], 0, kind, crop, kept, before, after)
+        _fold_columns((src[k:k + 1], 0), (out[h:h + 1], 0), (kind, kind), cols)
 
 
 # How _fold_rows_in_windows folds each row; a streamed body's copy streams them (_row_streamed).
@@ -317,21 +340,22 @@ _fold_rows_streamed = njit(inline="always")(with_globals(_fold_rows_in_windows.p
 
 
 @njit(inline="always")
-def _no_windows(src, out, h, k, k2, kind, crop, kept, before, after, k_lo, k_hi):
+def _no_windows(src, out, h, k, k2, kind, cols, window_rows):
     """``_pair_in_windows`` for float64 rows: never (they fold through the row buffer)."""
     return False
 
 
 @njit(inline="always")
-def _pair_in_windows(src, out, h, k, k2, kind, crop, kept, before, after, k_lo, k_hi):
+def _pair_in_windows(src, out, h, k, k2, kind, cols, window_rows):
     """Fold row h of ``out`` from gradOutput's row k and the band row k2 that wraps onto
     it in windows (``_row_in_windows``, float16, bfloat16 and float32 rows), where they
     fit and both rows are among k_lo..k_hi (``_window_rows``); whether it did. Against
     the row buffer, medium pad-3: float16 1.13x, bfloat16 1.08x, float32 1.06x, pads
     (8, 7, 8, 5) float16 1.25x (Zen 4); float16 1.11x for a Zen 1 target (AVX2); each
     body compiles 0.15-0.4 s longer."""
-    if _windows_fit(src, out, before, after, kept) and k_lo <= k <= k_hi and k_lo <= k2 <= k_hi:
-        _row_in_windows(out, h, src, (k, k2), kind, crop, kept, before, after)
+    k_lo, k_hi = window_rows
+    if _windows_fit(src, out, cols) and k_lo <= k <= k_hi and k_lo <= k2 <= k_hi:
+        _row_in_windows(out, h, src, (k, k2), kind, cols)
         return True
     return False
 
@@ -341,9 +365,9 @@ def accumulator_dtype(kind: int):
     return np.float64 if kind == F64 else np.float32
 
 
-# Slots of the kernels' ``axes`` array after the eight of the geometry.
-BODY, CHUNKS = 8, 9
-AXES_SIZE = 10
+AXES = Slots(height=4, width=4, body=1, chunks=1)
+"""The geometry a plan packs (see make_kernel): (crop, kept, before, after) of each axis."""
+HEIGHT, WIDTH, BODY, CHUNKS = AXES.height, AXES.width, AXES.body, AXES.chunks
 
 
 def make_kernel(kind: int, parallel: bool):
@@ -352,11 +376,10 @@ def make_kernel(kind: int, parallel: bool):
     these argument types; padloss_numba.indirect) on each of the ``axes[CHUNKS]``
     pieces of the rows, in parallel or (the serial entry) as one piece.
 
-    Arrays are 4-D (N, C, H', W') and (N, C, H, W); ``axes`` holds AXES_SIZE
-    int64s: (crop, kept, before, after) of padloss.geometry.CircularAxis for the
-    height, then for the width, the body's address and the number of pieces (an
-    array: Numba unboxes tuple arguments more slowly, and each argument costs
-    ~0.05 us); ``workspace`` is 8-byte-aligned uint8 holding one row of W'
+    Arrays are 4-D (N, C, H', W') and (N, C, H, W); ``axes`` is :data:`AXES` packed:
+    (crop, kept, before, after) of padloss.geometry.CircularAxis for the height, then
+    for the width, the body's address and the number of pieces (padloss_numba.slots
+    says why one array); ``workspace`` is 8-byte-aligned uint8 holding one row of W'
     accumulators per piece. The caller picks the pieces from the thread count:
     reading it inside a kernel makes Numba refuse to cache it on disk.
     """
@@ -399,8 +422,9 @@ def chunk_body(kind: int, streamed: bool):
     acc_dtype = accumulator_dtype(kind)
 
     def body(go, gi, axes, workspace, chunk, chunks):
-        h_crop, h_kept, h_before, h_after = axes[0], axes[1], axes[2], axes[3]
-        w_crop, w_kept, w_before, w_after = axes[4], axes[5], axes[6], axes[7]
+        h_crop, h_kept, h_before, h_after = axes[HEIGHT], axes[HEIGHT + 1], axes[HEIGHT + 2], axes[HEIGHT + 3]
+        cols = (axes[WIDTH], axes[WIDTH + 1], axes[WIDTH + 2], axes[WIDTH + 3])   # the width's
+        w_crop, w_kept = cols[0], cols[1]
         n_chan, height, width = gi.shape[1], gi.shape[2], go.shape[3]
         rows = gi.shape[0] * n_chan * height
         first, end = chunk * rows // chunks, (chunk + 1) * rows // chunks
@@ -421,8 +445,8 @@ def chunk_body(kind: int, streamed: bool):
             direct = lesser(greater(h_crop + h_after, h), stop)
             direct_end = greater(lesser(h_crop + h_kept - h_before, stop), direct)
             if direct < direct_end:
-                FOLD_ROWS(src, out, direct, direct_end, h_before + direct - h_crop, kind, w_crop, w_kept,
-                          w_before, w_after, k_lo, k_hi)
+                FOLD_ROWS(src, out, (direct, direct_end), h_before + direct - h_crop, kind, cols,
+                          (k_lo, k_hi))
             rows_after, rows_before = stop - direct_end, direct - h
             for i in range(rows_after + rows_before):
                 h = _of_two_runs(i, direct_end, rows_after, direct - rows_before)
@@ -434,15 +458,14 @@ def chunk_body(kind: int, streamed: bool):
                 k = h_before + c                           # its centre row in gradOutput
                 k2 = k + h_kept if c < h_after else k - h_kept   # the bottom band's row, or the top's
                 both = c < h_after and c >= h_kept - h_before     # both bands wrap onto it
-                if not both and PAIR_IN_WINDOWS(src, out, h, k, k2, kind, w_crop, w_kept, w_before,
-                                                w_after, k_lo, k_hi):
+                if not both and PAIR_IN_WINDOWS(src, out, h, k, k2, kind, cols, (k_lo, k_hi)):
                     continue
                 if both:
-                    _sum3(acc, 0, 0, src, k, 0, src, k - h_kept, 0, src, k + h_kept, 0, width,
-                          kind, acc_kind)
+                    _sum3((acc, 0, 0), (src, k, 0), (src, k - h_kept, 0), (src, k + h_kept, 0), width,
+                          (kind, acc_kind))
                 else:
-                    _sum2(acc, 0, 0, src, k, 0, src, k2, 0, width, kind, acc_kind)
-                _fold_columns(acc, 0, acc_kind, row, 0, kind, w_crop, w_kept, w_before, w_after)
+                    _sum2((acc, 0, 0), (src, k, 0), (src, k2, 0), width, (kind, acc_kind))
+                _fold_columns((acc, 0), (row, 0), (acc_kind, kind), cols)
         if streamed:
             fence()   # streamed stores are weakly ordered: all of them before the kernel returns
 

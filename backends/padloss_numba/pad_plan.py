@@ -14,7 +14,7 @@ from . import variants
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
-from .pad_kernel import AXES_SIZE, accumulator_dtype, chunk_body, make_kernel, streams
+from .pad_kernel import AXES, accumulator_dtype, chunk_body, make_kernel, streams
 
 
 def c_contiguous(meta: TensorMeta) -> bool:
@@ -114,8 +114,8 @@ class CircularPadPlan:
         # pieces of the rows for the threads, each with a row buffer in the workspace
         chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
         w_axes = [self._channels * n for n in (w.crop, w.kept, w.before, w.after)]
-        self._axes = np.array([h.crop, h.kept, h.before, h.after, *w_axes, body, chunks], np.int64)
-        assert len(self._axes) == AXES_SIZE
+        self._axes = AXES.pack(height=(h.crop, h.kept, h.before, h.after), width=w_axes, body=body,
+                               chunks=chunks)
         self.workspace_size = chunks * w.padded * self._channels * np.dtype(accumulator_dtype(kind)).itemsize
 
     def bind(self, buffers: tuple) -> tuple:
