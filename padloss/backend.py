@@ -27,8 +27,8 @@ class Plan(Protocol):
 
 class Backend:
     """Base class; subclasses set ``name``, ``priority``, ``devices`` and ``plans``, and
-    override :meth:`availability`, and :meth:`supports` where they refuse more than
-    an op they lack (calling this one first)."""
+    override :meth:`availability`, and :meth:`refuses` where they refuse more than an
+    op they lack."""
 
     name: str = ""
     priority: int = 0                     # higher wins in automatic selection
@@ -43,10 +43,16 @@ class Backend:
         return True, ""
 
     def supports(self, problem: Problem) -> str | None:
-        """None when this backend can run ``problem``, else the reason it cannot.
-        A pure function of the Problem: padloss remembers the verdict."""
+        """None when this backend can run ``problem``, else the reason it cannot: an op
+        not in ``plans``, or what :meth:`refuses` says. A pure function of the Problem:
+        padloss remembers the verdict."""
         if problem.op not in self.plans:
             return f"does not implement {problem.op}"
+        return self.refuses(problem)
+
+    def refuses(self, problem: Problem) -> str | None:
+        """Why this backend cannot run ``problem`` although it implements its op (the
+        device, a dtype), or None; nothing by default."""
         return None
 
     def plan_builder(self, op: str) -> Callable[..., Plan]:

@@ -4,7 +4,7 @@ plans it falls back to (run here on torch's CPU device), and the npu-only branch
 There is no Ascend NPU on these machines. The tests marked MARSHALLING substitute a
 minimal fake ``torch.ops.npu`` or a fake CANN op library only to check what is passed
 to the native op and how its result reaches grad_input; they say nothing about the
-native kernels' numerics, which are open questions until run on hardware (README).
+native kernels' numerics, which are open questions until run on hardware (docs/ascend.md).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_reason_torch_npu_not_installed(monkeypatch):
     info = {b.name: b for b in padloss.available_backends()}["ascend"]
     assert not info.available and info.devices == ("npu",)
     assert info.reason == ("torch_npu is not installed (install the torch_npu release built for your "
-                           "torch and CANN: README, Ascend users)")
+                           "torch and CANN: docs/ascend.md)")
 
 
 def test_reason_cann_runtime_missing_then_not_imported(monkeypatch, tmp_path):

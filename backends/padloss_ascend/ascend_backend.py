@@ -15,23 +15,16 @@ from .availability import ascend_availability
 
 
 class AscendBackend(Backend):
-    name = "ascend"
-    priority = 100
-    devices = frozenset({"npu"})
-    plans = {
-        "circular_pad2d_backward": "padloss_ascend.npu:circular_pad_plan",
-        "l1_loss_backward": "padloss_ascend.npu:l1_plan",
-    }
+    name, priority, devices = "ascend", 100, frozenset({"npu"})
+    plans = {"circular_pad2d_backward": "padloss_ascend.npu:circular_pad_plan",
+             "l1_loss_backward": "padloss_ascend.npu:l1_plan"}
 
     def availability(self) -> tuple[bool, str]:
         return ascend_availability()
 
-    def supports(self, problem: Problem) -> str | None:
+    def refuses(self, problem: Problem) -> str | None:
         if problem.device_type != "npu":
             return f"computes on NPU tensors only, the data is on {problem.device}"
-        refused = super().supports(problem)
-        if refused is not None:
-            return refused
         for t in problem.tensors:
             if t.dtype in rules.FLOATS and t.dtype not in rules.NPU_FLOATS:
                 return (f"{t.dtype} is a CPU extension; the Ascend kernels take "

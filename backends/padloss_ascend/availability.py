@@ -13,7 +13,7 @@ import sys
 
 from padloss_torch.availability import importable
 
-INSTALL_HINT = "install the torch_npu release built for your torch and CANN: README, Ascend users"
+INSTALL_HINT = "install the torch_npu release built for your torch and CANN: docs/ascend.md"
 # Set by CANN's set_env.sh; the runtime library torch_npu loads lives below them.
 CANN_HOME_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 CANN_RUNTIME_LIBRARY = "libascendcl.so"

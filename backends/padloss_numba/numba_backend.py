@@ -47,13 +47,9 @@ INPUT_ONLY_DTYPES = frozenset(rules.INTEGERS)
 
 
 class NumbaBackend(Backend):
-    name = "numba"
-    priority = 100
-    devices = frozenset({"cpu"})
-    plans = {
-        "circular_pad2d_backward": "padloss_numba.pad_plan:CircularPadPlan",
-        "l1_loss_backward": "padloss_numba.l1_plan:L1LossBackwardPlan",
-    }
+    name, priority, devices = "numba", 100, frozenset({"cpu"})
+    plans = {"circular_pad2d_backward": "padloss_numba.pad_plan:CircularPadPlan",
+             "l1_loss_backward": "padloss_numba.l1_plan:L1LossBackwardPlan"}
 
     @functools.cache  # noqa: B019  (one instance, alive as long as the process)
     def availability(self) -> tuple[bool, str]:
@@ -61,12 +57,9 @@ class NumbaBackend(Backend):
             return False, "numba is not installed"
         return True, ""
 
-    def supports(self, problem: Problem) -> str | None:
+    def refuses(self, problem: Problem) -> str | None:
         if problem.device_type != "cpu":
             return f"computes on the CPU only, the data is on {problem.device}"
-        refused = super().supports(problem)
-        if refused is not None:
-            return refused
         for meta in problem.tensors[:-1]:
             if meta.dtype not in DTYPES and meta.dtype not in INPUT_ONLY_DTYPES:
                 return f"cannot read dtype {meta.dtype}"

@@ -18,22 +18,15 @@ def negative_strides(problem: Problem) -> bool:
 
 
 class TorchBackend(Backend):
-    name = "torch"
-    priority = 10
-    # Where automatic selection sends data; supports() takes any device when asked by name.
-    devices = frozenset({"cuda"})
-    plans = {
-        "circular_pad2d_backward": "padloss_torch.pad:plan_for",
-        "l1_loss_backward": "padloss_torch.l1:plan_for",
-    }
+    # devices: where automatic selection sends data; supports() takes any device asked by name
+    name, priority, devices = "torch", 10, frozenset({"cuda"})
+    plans = {"circular_pad2d_backward": "padloss_torch.pad:plan_for",
+             "l1_loss_backward": "padloss_torch.l1:plan_for"}
 
     def availability(self) -> tuple[bool, str]:
         return torch_availability()
 
-    def supports(self, problem: Problem) -> str | None:
-        refused = super().supports(problem)
-        if refused is not None:
-            return refused
+    def refuses(self, problem: Problem) -> str | None:
         if problem.device_type == "cpu" and negative_strides(problem):
             return "torch cannot view NumPy arrays with negative strides without a copy"
         return None
