@@ -126,8 +126,8 @@ def _signed(a, b, scale):
     """``sign(a - b) * scale`` for a finite ``scale`` > 0: ``scale``, ``-scale``, or +0.0
     (equal, or a NaN).
 
-    A difference of two selects: LLVM keeps this branch-free and spill-free (a nested
-    select ran 1.3x slower, even memory-bound).
+    A difference of two selects: LLVM keeps this branch-free and spill-free
+    (docs/performance.md, "L1: signs and picks").
     """
     zero = np.float32(0.0)                            # exact in either compute type
     return (scale if a > b else zero) - (scale if a < b else zero)
@@ -140,9 +140,9 @@ def _sign(xk, tk, pk, scale, x_raw, t_raw):
     Two float16 operands without native float16 compares (convert.HALF_COMPARES_NATIVE)
     go through their float32 difference, which has the same sign: exact-signed, never 0
     unless they are equal and never subnormal (float16 values are multiples of 2**-24),
-    so even a flush-to-zero mode keeps it; NaN for inf - inf, as for NaN operands. AVX2,
-    large mean: 1.2x faster (0.84 -> 1.03 of the ceiling); with AVX512-FP16 it is
-    1.06-1.1x slower, so there the operands are compared as they are.
+    so even a flush-to-zero mode keeps it; NaN for inf - inf, as for NaN operands. Where
+    AVX512-FP16 compares natively, the operands are compared as they are
+    (docs/performance.md, "L1: signs and picks").
     """
     if xk == F16 and tk == F16 and not HALF_COMPARES_NATIVE:
         d = load_input(xk, pk, x_raw) - load_input(tk, pk, t_raw)
@@ -158,17 +158,12 @@ def signed_term(xk: int, tk: int, ok: int, pk: int):
     16-bit self and target pick its bits instead of multiplying: ``g``'s, ``-g``'s, or
     ``+0 * g``'s (equal, or a NaN); those products are exact, so the bits are the same.
     Where self, target, P and the output are all one 16-bit kind, the pick is made on
-    the stored bits in 16-bit lanes (``picked_bits``): no element is widened or narrowed
-    (medium mean, against picking in float32: float16 1.54x, bfloat16 1.37-1.42x on Zen 4,
-    1.36x and 1.63x under a Haswell target).
+    the stored bits in 16-bit lanes (``picked_bits``): no element is widened or narrowed.
     Otherwise the operands compare as in ``_sign``: float16 pairs through their
     difference where half compares are not native, whose sign bit then flips ``g``'s
-    (both float32) or which is compared with 0. Medium (in-cache) mean and sum, against
-    multiplying by the sign: float16 1.1-1.19x and bfloat16 1.26-1.29x faster on Zen 4,
-    1.3x and 1.2x under a Haswell target; large (memory-bound) alike. float32 and
-    float64 pairs multiply: picked, float64 medium ran 0.89-0.96x (float32 perhaps 1.07x,
-    within the noise). The patterns depend on ``g`` alone, constant along a row, so LLVM
-    makes them once per row.
+    (both float32) or which is compared with 0. float32 and float64 pairs multiply
+    (picking did not pay for them: docs/performance.md, "L1: signs and picks"). The
+    patterns depend on ``g`` alone, constant along a row, so LLVM makes them once per row.
     """
     if xk not in (F16, BF16) or tk not in (F16, BF16):
         return _multiplied_term
@@ -280,10 +275,8 @@ def _picked(b, x, t, g, infinity: int):
 
 
 # Elements ``pick_lanes`` takes at once: two vector registers of 16-bit lanes (64 with
-# AVX-512BW, 32 with AVX2). LLVM vectorised the element loop one register wide, and under
-# AVX2 reloaded its constants every step. Medium none float16, against that loop, in a
-# prototype: 32 lanes 1.05x and 64 lanes 1.11-1.20x on Zen 4; for a Zen 1 target 32 lanes
-# 1.11-1.16x and 64 lanes 1.07-1.09x.
+# AVX-512BW, 32 with AVX2), where LLVM vectorised the element loop one register wide
+# (docs/performance.md, "L1: signs and picks").
 PICK_LANES = VECTOR_BYTES
 
 
@@ -324,8 +317,7 @@ def _type_pick_lanes(out, o, x, xo, t, to, g, go, kind):
 def _store(ok, exact, v):
     """An output element: rounded once to nearest even; or, when the plan proved every
     result representable in the output dtype (``exact``, a constant), narrowed without
-    rounding work (bfloat16 takes the top half: 0.90x -> 0.98x of the ceiling in the
-    helper's standalone test kernel)."""
+    rounding work (bfloat16 takes the top half)."""
     if exact:
         return store_exact(ok, v)
     return store_nearest_even(ok, v)
@@ -345,8 +337,8 @@ def _row_fixed_grad(kinds, exact, term, g, self_, target, out, j0, j1, ahead):
     (and widened back), with ``exact``: rounding is symmetric, so round(+-g) is
     +-round(g), and +0 * round(g) is round(+0 * g) unless g rounds past the output's
     range (the caller then passes g unrounded, ``exact`` False). Each element is then
-    a sign flip and a store without rounding work. (Picking among the three rounded
-    results with selects instead ran slower memory-bound: float16 mean 0.93x -> 0.70x.)
+    a sign flip and a store without rounding work (picking among the three rounded
+    results with selects ran slower: docs/performance.md, "L1: signs and picks").
     ``g`` is finite (the caller sends other rows to ``_row``), so for 16-bit self and
     target ``term`` picks among ``g``'s bits (``signed_term``) instead of multiplying.
     (``ahead`` is for ``_row_fixed_picked``, which shares this signature.)
@@ -360,10 +352,10 @@ def _row_fixed_grad(kinds, exact, term, g, self_, target, out, j0, j1, ahead):
 
 # 4K aliasing: a load waits for an older store still in flight whose address matches its
 # own in the low 12 bits (the core compares those first). An output lying a little ahead
-# of an input modulo 4 KiB puts each run's loads right behind the previous run's stores:
-# medium float16 and bfloat16, the output 64-192 bytes ahead of the inputs, ran 1.17-1.18x
-# slower (Zen 4); consecutive NumPy allocations lie 16 bytes apart that way. Walking a row's
-# runs backward then puts each matching store after its load. Outputs this far (in bytes)
+# of an input modulo 4 KiB puts each run's loads right behind the previous run's stores
+# (consecutive NumPy allocations lie 16 bytes apart that way). Walking a row's runs
+# backward then puts each matching store after its load (docs/performance.md,
+# "4K aliasing"). Outputs this far (in bytes)
 # ahead of or behind an input, modulo ALIAS_PERIOD, count toward a direction.
 ALIAS_PERIOD, ALIAS_NEAR = 4096, 512
 
@@ -380,10 +372,7 @@ def _ahead(out, o, a, ao):
 @njit(inline="always")
 def _runs_walk(j0, runs, ahead):
     """(first run's start, step) of ``runs`` runs of PICK_LANES elements from j0: backward
-    when the output lies ahead of more inputs than behind (``ahead`` > 0), else forward.
-    Against forward runs, medium none, mean and sum float16 and bfloat16: 1.02-1.18x where
-    the output lies ahead (NumPy's consecutive arrays, 64-192 bytes), 0.97-1.01x elsewhere
-    (Zen 4); 1.12-1.14x and 0.97-1.00x for a Zen 1 target."""
+    when the output lies ahead of more inputs than behind (``ahead`` > 0), else forward."""
     if ahead > 0:
         return j0 + (runs - 1) * PICK_LANES, -PICK_LANES
     return j0, PICK_LANES
@@ -393,10 +382,7 @@ def _runs_walk(j0, runs, ahead):
 def _row_fixed_picked(kinds, exact, term, g, self_, target, out, j0, j1, ahead):
     """``_row_fixed_grad`` where self, target, P and the output are one 16-bit kind (its
     ``term`` picks on the stored bits): with unit strides ``PICK_LANES`` elements at a
-    time (``pick_lanes``, g's stored bits in every lane), the rest as ``_row_fixed_grad``.
-    Medium mean and sum, against the element loop alone, two runs each: float16 1.03-1.11x
-    and 1.05x, bfloat16 1.04x and 1.02x on Zen 4; for a Zen 1 target float16 1.02-1.07x
-    and 1.08-1.10x, bfloat16 1.04-1.14x and 1.12-1.13x."""
+    time (``pick_lanes``, g's stored bits in every lane), the rest as ``_row_fixed_grad``."""
     ok = kinds[3]
     (x, x0, xs), (t, t0, ts), (o, o0, os) = self_, target, out
     if xs == 1 and ts == 1 and os == 1:
@@ -432,7 +418,7 @@ def _row(kinds, exact, grad, self_, target, out, j0, j1, coef, ahead):
     (go, g0, gs), (x, x0, xs), (t, t0, ts), (o, o0, os) = grad, self_, target, out
     for j in range(j0, j1):
         s = _sign(xk, tk, pk, coef, x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)])
-        # grad_output read after self/target (docs/performance.md, "L1 load order")
+        # grad_output read after self/target (docs/performance.md, "L1: signs and picks")
         g = load_input(gk, pk, go[np.uint64(g0 + j * gs)])
         o[np.uint64(o0 + j * os)] = _store(ok, exact, s * g)
 
@@ -442,14 +428,10 @@ def _row_picked(kinds, exact, grad, self_, target, out, j0, j1, coef, ahead):
     """``_row`` where grad_output, self, target and the output are one 16-bit kind and
     the coefficient is 1 (none or sum, ``exact``): each element picked on the stored
     bits (``picked_bits``, as ``_row_fixed_grad``'s term picks), nothing widened or
-    rounded. Medium none against ``_row``, of the ceiling: float16 0.62 -> 0.73 and
-    bfloat16 0.60 -> 0.72 on Zen 4 (AVX-512); 0.45-0.50 -> 0.61-0.67 and 0.46-0.48 ->
-    0.55-0.70 for a Zen 1 target (AVX2) on the same host. With unit strides, ``PICK_LANES``
-    elements at a time (``pick_lanes``), the rest one by one: against the element loop
-    alone, medium none float16 1.15x and bfloat16 1.14x on Zen 4, 1.16x and 1.14x for the
-    Zen 1 target; large unchanged. The runs go the way ``_runs_walk`` says. (This loop and
-    ``_row_fixed_picked``'s stay apart: one helper for both made medium none float16 and
-    bfloat16 0.95-0.97x for the Zen 1 target, Zen 4 unchanged.)"""
+    rounded. With unit strides, ``PICK_LANES`` elements at a time (``pick_lanes``), the
+    rest one by one; the runs go the way ``_runs_walk`` says. (This loop and
+    ``_row_fixed_picked``'s stay apart: one helper for both ran slower for an AVX2
+    target; docs/performance.md, "L1: signs and picks".)"""
     ok = kinds[3]
     (go, g0, gs), (x, x0, xs), (t, t0, ts), (o, o0, os) = grad, self_, target, out
     if gs == 1 and xs == 1 and ts == 1 and os == 1:
@@ -628,7 +610,7 @@ def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool, str
     and bools, which Numba's disk cache keys on; a jitted function there would
     change the key in every process). Compiled without Numba's reference-counting
     runtime, like the pad kernel: the staged path's views, handed to inlined
-    helpers once per run, paid atomic updates there (1.9x the time).
+    helpers once per run, would pay its atomic updates.
     """
     gk, xk, tk, ok = kinds
     if streams:

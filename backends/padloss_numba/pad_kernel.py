@@ -21,10 +21,10 @@ its negative-index wraparound check on the column and LLVM sees plain streams
 that it vectorises. A row's short loops (the wrapped runs, the fills) get
 one-row views of the output row and of a direct row's source: each loop then
 starts from one address instead of recomputing it from the plane's strides,
-with fewer values spilled (float16 and bfloat16 rows 1.1-1.25x faster,
-float64 1.1x). Kernels are compiled without Numba's reference-counting
+with fewer values spilled. Kernels are compiled without Numba's reference-counting
 runtime (``_nrt=False``): with it, every view handed to an inlined helper paid
-atomic reference-count updates, ~50 ns a row, which dominated small tensors.
+atomic reference-count updates, which dominated small tensors (docs/performance.md,
+"Pad kernel").
 So the kernel allocates nothing; its row buffers come from the caller's
 workspace (one per chunk of rows, ``W'`` elements each, as pad_plan sizes it).
 
@@ -55,7 +55,7 @@ from .window import LANES, folder, mover
 # The spec's final cast (CANN's CAST_ROUND, half away from zero). Unconfirmed on
 # hardware: padloss.rules.PAD_FINAL_ROUNDING names it (disk_cache hashes rules.py too).
 # Every value it rounds is a sum of stored values, so float16 takes the cheaper tie test
-# (store_sum_half_away): medium pad-3 float16 1.13-1.16x, 1.17x with no pads (Zen 4).
+# (store_sum_half_away).
 final_round = {"half_away_from_zero": store_sum_half_away,
                "half_to_even": store_nearest_even}[rules.PAD_FINAL_ROUNDING]
 _fold_window = folder(NARROW[final_round])   # a row's wrapped run, eight lanes at once
@@ -69,7 +69,7 @@ _move_window, _move_two_windows = mover(LANES, NARROW[final_round]), mover(2 * L
 def _fill_zero(dst, r, start, n, out_kind):
     """dst[r, start:start+n] = +0.0 (cropped positions). The zero is ``opaque``: as a
     memset, each fill was a call in the row loop, and LLVM spilled registers around it
-    on every row even when it was not taken (1.05-1.25x the time, float16 most)."""
+    on every row even when it was not taken."""
     zero = opaque(final_round(out_kind, np.float32(0.0)))
     for i in range(n):
         dst[r, np.uint64(start + i)] = zero
@@ -77,9 +77,8 @@ def _fill_zero(dst, r, start, n, out_kind):
 
 # Copies of at least this many bytes run as a vector loop, shorter ones as memcpy.
 # LLVM turns a plain copy loop into a memcpy call: for a short row that is a few
-# vector moves, better than a loop whose unrolled body (64 elements) it never enters
-# (bfloat16 rows of 244 bytes 1.05x); for long rows the call is slower (rows of
-# 500-1000 bytes, large pads 1.15-1.35x, AVX-512 and Haswell alike).
+# vector moves, better than a loop whose unrolled body (64 elements) it never enters;
+# for long rows the call is slower (docs/performance.md, "Pad kernel").
 COPY_LOOP_MIN_BYTES = 384
 
 
@@ -212,8 +211,7 @@ def _row_in_windows(out, h, src, rows, kind, cols):
     # the columns between the windows: moves whose steps LLVM cannot see, two windows wide
     # while they end inside, then one wide (the last may run into the right window's
     # columns, written after it). Seen, a loop of moves becomes a memcpy call, which the
-    # row loop keeps registers spilled around even where it is not taken: the one-wide
-    # loop's call cost medium float16 1.11-1.14x, rows of 120 1.19x (Zen 4, Zen 1 target)
+    # row loop keeps registers spilled around even where it is not taken
     crop, kept, before, after = cols
     i, step, one_step = LANES, opaque(2 * LANES), opaque(LANES)
     while i + 2 * LANES <= kept - LANES:
@@ -225,8 +223,7 @@ def _row_in_windows(out, h, src, rows, kind, cols):
     _fold_window(out, h, crop + kept - LANES, src, rows, before + kept - LANES, before - LANES,
                  LANES - before, LANES, kind)
     # the left window last: its band lies at the row's end (and past it, in the next row),
-    # which read first broke the row's stream in two (large pad, float32 1.05x, float16
-    # 1.17x, bfloat16 1.09x, Zen 4)
+    # which read first broke the row's stream in two
     _fold_window(out, h, crop, src, rows, before, before + kept, 0, after, kind)
 
 
@@ -280,16 +277,9 @@ def _row_streamed(out, h, src, k, kind, cols):
     caches: the whole aligned lines of its centre leave in one non-temporal store each
     (``_stream_centre``), so they are never read in first. A row streams only where that
     leaves at least 7/8 of its bytes to streamed lines and no window's store crosses a
-    line; others fold as before. Measured beside streamed lines (large pad, output 0-56
-    bytes past a line): rows with a quarter of their bytes in normal lines ran 0.79-0.87x,
-    a window store split across two lines halved float32 rows; where streamed, 1.06-1.41x.
-    A float32 row whose eight-lane (32-byte) windows would cross a line, as at NumPy's
-    usual 16 bytes past one, streams between four-lane windows where its pads fit them:
-    output 16 and 48 bytes past a line 1.19x and 1.39x (Zen 4), 1.34x and 1.28x (Zen 1
-    target); rows at 0 and 32, which stream as before, ran 0.98x and 0.93x (0.95x, 0.98x)
-    beside this second instance of the centre (any restructuring of the row that kept the
-    wide rows' code apart cost as much), and the streamed float32 body's first compile
-    takes 1.4x as long (6.7-7.1 s against 4.8-5.0; ``padloss warmup`` does it ahead)."""
+    line; others fold as before. A float32 row whose eight-lane (32-byte) windows would
+    cross a line, as at NumPy's usual 16 bytes past one, streams between four-lane windows
+    where its pads fit them (docs/performance.md, "Pad kernel")."""
     crop, kept, before, after = cols
     dst = out[h]
     if _streams_in(dst, crop, kept, LANES):
@@ -313,11 +303,8 @@ def _fold_rows_in_windows(src, out, rows, k0, kind, cols, window_rows):
     """``_fold_rows`` for float16, bfloat16 and float32 rows, each in windows
     (``_row_in_windows``) where they fit and gradOutput's row is one of k_lo..k_hi
     (``_window_rows``; other rows, pads past ``LANES`` or strided columns fold as
-    loops). Windows: medium pad-3 float32 1.25-1.35x, for 0.6 s more compile. One loop
-    over the run of rows: dispatched row by row from the body's loop, the medium float16
-    pad ran 1.4x faster than the loops did, in a run of rows 1.9x (Zen 3); with no test
-    in it of which way each row folds, medium pad-3 float16 1.04x, bfloat16 1.13x,
-    float32 1.05x (Zen 4)."""
+    loops): one loop over the run of rows, with no test in it of which way each row folds
+    (docs/performance.md, "Pad kernel")."""
     h0, h1 = rows
     k_lo, k_hi = window_rows
     m0, m1 = h1, h1   # rows m0..m1 fold in windows: their gradOutput rows lie in k_lo..k_hi
@@ -349,10 +336,7 @@ def _no_windows(src, out, h, k, k2, kind, cols, window_rows):
 def _pair_in_windows(src, out, h, k, k2, kind, cols, window_rows):
     """Fold row h of ``out`` from gradOutput's row k and the band row k2 that wraps onto
     it in windows (``_row_in_windows``, float16, bfloat16 and float32 rows), where they
-    fit and both rows are among k_lo..k_hi (``_window_rows``); whether it did. Against
-    the row buffer, medium pad-3: float16 1.13x, bfloat16 1.08x, float32 1.06x, pads
-    (8, 7, 8, 5) float16 1.25x (Zen 4); float16 1.11x for a Zen 1 target (AVX2); each
-    body compiles 0.15-0.4 s longer."""
+    fit and both rows are among k_lo..k_hi (``_window_rows``); whether it did."""
     k_lo, k_hi = window_rows
     if _windows_fit(src, out, cols) and k_lo <= k <= k_hi and k_lo <= k2 <= k_hi:
         _row_in_windows(out, h, src, (k, k2), kind, cols)
@@ -397,10 +381,7 @@ def make_kernel(kind: int, parallel: bool):
 
 # Storage kinds whose large outputs stream past the caches (``streams``): a row's centre
 # lines straight from gradOutput in non-temporal stores, row by row where that pays
-# (_row_streamed). Large pad (8, 64, 256, 256), against the same rows stored normally, in
-# one process, bits checked, output 0-56 bytes past a line: float32 1.19-1.44x (1.27-1.50x
-# for a Zen 1 target; 0.98-1.31x before float32 rows streamed between narrow windows),
-# float16 1.00-1.25x, bfloat16 0.99-1.06x (1.00-1.08x). float64 rows fold through the row
+# (_row_streamed; docs/performance.md, "Pad kernel"). float64 rows fold through the row
 # buffer, and store normally.
 STREAMED_KINDS = (F16, BF16, F32)
 
