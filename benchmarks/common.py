@@ -16,8 +16,13 @@ import numpy as np
 
 import padloss
 
-SIZES = {"tiny": (2, 3, 8, 8), "medium": (4, 16, 128, 128), "large": (8, 64, 256, 256)}
-DTYPES = ["float32", "float16", "bfloat16"]
+try:   # the catalogue's dtypes and the bench's sizes, on every commit that has them
+    from padloss.bench.workloads import SIZES
+    from padloss.catalogue import BENCH_DTYPES
+    DTYPES = list(BENCH_DTYPES)
+except ImportError:   # a commit before them: the same values
+    SIZES = {"tiny": (2, 3, 8, 8), "medium": (4, 16, 128, 128), "large": (8, 64, 256, 256)}
+    DTYPES = ["float32", "float16", "bfloat16"]
 PEER = "pytorch-autograd"
 IMPLS = ["numba", "torch", "ascend", PEER]   # padloss backends by name, then the peer
 PADDING = (3, 3, 3, 3)

@@ -554,3 +554,14 @@ def test_function_mode_gives_the_custom_ops_bits():
     assert runs["function"] == runs[""]
     # real gradients, none all zeros
     assert all(any(v) for v in runs[""]["torch.float32"])
+
+
+@needs_custom_ops
+def test_function_modes_refusing_ops_have_the_custom_ops_schemas():
+    """The schemas Function mode's refusing ops are defined with come from the kernels'
+    signatures, as custom_op's own inference does: the same, SymInt read as int."""
+    from padloss.torch import ops
+
+    for name, kernel in ops.KERNELS.items():
+        inferred = str(getattr(torch.ops.padloss, name).default._schema)
+        assert inferred.replace("SymInt", "int") == f"padloss::{name}{ops.schema_of(kernel)}"

@@ -13,9 +13,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import numba
-
-from .disk_cache import cache_dir, source_stamp
+from .disk_cache import CURRENT, DAMAGED, cache_dir, read_index
 
 try:
     import fcntl
@@ -32,26 +30,6 @@ def _op_of(index: Path) -> str:
     return KERNEL_MODULES.get(index.name.split(".", 1)[0], "other")
 
 
-def _data_files(index: Path) -> list[Path]:
-    """The data files beside ``index`` that belong to it (``<base>.<n>.nbc``)."""
-    base = index.name[: -len(".nbi")]
-    return [p for p in index.parent.glob(f"{base}.*.nbc") if p.name[len(base) + 1:-4].isdigit()]
-
-
-def read_index(index: Path) -> tuple[str, dict]:
-    """(state, signatures -> data file name): state is "current", "stale" (older
-    sources), "other numba" or "damaged: <why>"."""
-    try:
-        with open(index, "rb") as f:
-            version = pickle.load(f)
-            if version != numba.__version__:
-                return "other numba", {}
-            stamp, overloads = pickle.loads(f.read())
-    except Exception as exc:   # every way a damaged file fails to unpickle
-        return f"damaged: {type(exc).__name__}: {exc}", {}
-    return ("current" if stamp == source_stamp() else "stale"), overloads
-
-
 def info() -> dict:
     """The folder, its size, current entries per op, and what is stale: entries of older
     sources here, and folders of other padloss or Numba versions beside it."""
@@ -61,7 +39,7 @@ def info() -> dict:
     for index in indexes:
         state, overloads = read_index(index)
         states[state.split(":")[0]] += 1
-        if state == "current":
+        if state == CURRENT:
             entries[_op_of(index)] += len(overloads)
     others = [p for p in folder.parent.iterdir() if p.is_dir() and p != folder
               and _FOLDER_NAME.fullmatch(p.name)] if folder.parent.is_dir() else []
@@ -83,8 +61,8 @@ def verify() -> list[tuple[str, str]]:
     for index in sorted(folder.glob("*.nbi")) if folder.is_dir() else []:
         with _locked(index, shared=True):
             state, overloads = read_index(index)
-            if state.startswith("damaged"):
-                damaged.append((str(index), state.removeprefix("damaged: ")))
+            if state.startswith(DAMAGED):
+                damaged.append((str(index), state.removeprefix(DAMAGED)))
                 continue
             for name in sorted(set(overloads.values())):
                 path = folder / name
@@ -112,8 +90,9 @@ def clear(every_version: bool = False) -> int:
         if not f.is_dir():
             continue
         for index in sorted(f.glob("*.nbi")):
-            with _locked(index, shared=False):
-                for path in [*_data_files(index), index]:
+            with _locked(index, shared=False):   # a current index and the data files it names
+                _, overloads = read_index(index)
+                for path in [*(f / name for name in set(overloads.values())), index]:
                     removed += _unlink(path)
         for path in [*f.glob("*.tmp.*"), *f.glob("*.nbc"), *(f / "variants").glob("*.json")]:
             removed += _unlink(path)     # orphans: data files no index names, records

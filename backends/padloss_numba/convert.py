@@ -211,10 +211,7 @@ def _to_half_away_sum(b, x):
     overflows to infinity from 65520 up either way, and a NaN stays a NaN (its low 13 bits
     are a float16 payload's, zero, so it never matches). Set in 32-bit lanes before the
     conversion, not added to its 16-bit result: no mask packed to 16-bit lanes, 4 instructions
-    to a window where that took 9 under AVX2 (medium pad-3 float16 1.10-1.18x on Zen 4,
-    1.08-1.14x for a Zen 1 target). Subtracting the sign-extended compare instead of or-ing
-    the shifted one is an instruction shorter, but while medium float16 gained 1.02-1.03x,
-    large float16 ran 0.97x as fast (Zen 4, one process, 1400 rounds): kept as it is."""
+    to a window where that took 9 under AVX2 (docs/performance.md, "Pad kernel")."""
     bits = b.bitcast(x, _shaped(_I32, x))
     low = b.and_(bits, constant_like(_I32, 0x3FFF, x))
     tie_down = b.zext(b.icmp_unsigned("==", low, constant_like(_I32, 0x1000, x)), bits.type)

@@ -110,6 +110,27 @@ def source_stamp() -> str:
     return digest.hexdigest()
 
 
+CURRENT, STALE, OTHER_NUMBA, MISSING, DAMAGED = "current", "stale", "other numba", "missing", "damaged: "
+
+
+def read_index(path, stamp: str | None = None) -> tuple[str, dict]:
+    """(state, signatures -> data file name) of one kernel's index file, the one reader
+    of that format: its state is CURRENT (of ``stamp``, default the current sources),
+    STALE (of other sources), OTHER_NUMBA, MISSING or DAMAGED + why; only a current
+    index gives its entries."""
+    try:
+        with open(path, "rb") as f:
+            version = pickle.load(f)
+            if version != numba.__version__:
+                return OTHER_NUMBA, {}
+            found, overloads = pickle.loads(f.read())
+    except FileNotFoundError:
+        return MISSING, {}
+    except Exception as exc:    # any way a damaged file fails to unpickle
+        return f"{DAMAGED}{type(exc).__name__}: {exc}", {}
+    return (CURRENT, overloads) if found == (stamp or source_stamp()) else (STALE, {})
+
+
 class PadlossCacheLocator(numba_internals.CacheLocator):
     """Numba cache locator for functions defined in this package only."""
 
@@ -179,17 +200,12 @@ class LockedIndex(numba_internals.IndexDataCacheFile):
         """The index, or none where it cannot be read or another Numba wrote it: the next
         save writes a new one. (An index of other sources is stale, not damaged: Numba
         returns none for it, silently.)"""
-        try:
-            with open(self._index_path, "rb") as f:
-                version = pickle.load(f)
-            if version != self._version:
-                raise ValueError(f"written by Numba {version!r}, this is {self._version}")
-            return super()._load_index()
-        except FileNotFoundError:
-            return {}
-        except Exception as exc:    # any way a damaged file fails to unpickle
-            _damaged(self._index_path, exc, "its kernels compile again and the index is replaced")
-            return {}
+        state, overloads = read_index(self._index_path, self._source_stamp)
+        if state.startswith(DAMAGED) or state == OTHER_NUMBA:
+            why = state.removeprefix(DAMAGED) if state.startswith(DAMAGED) else "written by another Numba"
+            _say_once(("damaged", self._index_path), "padloss: the compile cache file %s cannot be used "
+                      "(%s): its kernels compile again and the index is replaced", self._index_path, why)
+        return overloads
 
     @contextlib.contextmanager
     def _locked(self, mode: int):

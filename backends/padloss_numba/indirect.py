@@ -73,7 +73,7 @@ def stack_array(typingctx, like, nbytes):
     long, line-aligned and uninitialised, for kernels compiled without Numba's
     reference-counting runtime (``_nrt=False``), which cannot allocate. Such a
     kernel pays no atomic reference-count update per view handed to an inlined
-    helper (the L1 body's staged runs, paying them per run of 1 KiB, took 1.9x as long)."""
+    helper (docs/performance.md, "L1: signs and picks")."""
     if not isinstance(like, types.Array) or not isinstance(nbytes, types.IntegerLiteral):
         raise errors.TypingError("stack_array(like, nbytes) takes an array and a literal byte count")
     array_type = types.Array(like.dtype, 1, "C")

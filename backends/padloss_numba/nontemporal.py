@@ -65,9 +65,8 @@ def stream_lines(typingctx, dst, dst_index, src, src_index, lines):
     """``lines`` lines (a literal) from ``src_index`` (any alignment) to ``dst[dst_index:]``,
     which the caller has checked starts on a line boundary, in one non-temporal vector
     store: of ``src``, an array of ``dst``'s dtype, or the sum, left to right, of a tuple
-    of such float arrays. No stage for the sum: a copy staged as ``drain`` does ran
-    0.66-0.80 of a normal-store copy, streamed straight 1.36-1.48x (Zen 4; the stage's
-    place against the output modulo 4 KiB moved the staged figure, and cured it nowhere).
+    of such float arrays. No stage for the sum: a staged copy ran far slower than one
+    streamed straight (docs/performance.md, "Non-temporal stores").
     Lines computed into a stage just before stay in registers where the stage's stores
     match this load (LLVM forwards them); two lines take the 128-byte vector a 16-bit
     pick writes under AVX-512 (one line, loaded as half of it, was stored in four pieces)."""

@@ -8,11 +8,7 @@ reads eight columns of a row's centre and eight of the band that wraps onto
 them, adds and rounds them as one vector, and keeps the centre's bits in the
 lanes outside the run; ``mover`` copies one vector. Both also take a pair of
 rows (a row and the band row that wraps onto it), whose columns they sum first,
-so such a row needs no row buffer. Medium pad
-(4, 16, 128, 128), pads 3, against the loops, interleaved in one process:
-float16 1.9x and bfloat16 1.9x faster (0.28 -> 0.54 and 0.31 -> 0.58 of a
-copy of the same bytes; Zen 3, AVX2, natively), float32 1.25-1.35x (0.62 ->
-0.82; Zen 4, AVX-512); large 1.0-1.06x.
+so such a row needs no row buffer (docs/performance.md, "Pad kernel").
 
 A window's reads may reach up to seven elements past the row's ends, so the
 caller keeps them inside the array (a row with a neighbour row on that side,

@@ -179,14 +179,29 @@ else:
     l1_loss_backward = _function("L1LossBackward", _l1_kernel, _l1_backward, _l1_setup_context)
 
 
+SCHEMA_TYPES = {torch.Tensor: "Tensor", Sequence[int]: "int[]", int: "int",
+                Optional[torch.dtype]: "ScalarType?"}
+
+
+def schema_of(kernel) -> str:
+    """The op schema of ``kernel``'s annotated signature, as custom_op infers it (torch
+    2.1-2.3 have no inference to ask): the kernels' signatures are the one statement of it."""
+    import inspect
+
+    params = inspect.signature(kernel).parameters.values()
+    args = [f"{SCHEMA_TYPES[p.annotation]} {p.name}" + ("=None" if p.default is None else "") for p in params]
+    return f"({', '.join(args)}) -> Tensor"
+
+
+KERNELS = {"circular_pad2d_backward": _pad_kernel, "l1_loss_backward": _l1_kernel}
+
+
 def _refusing_library(why: str):
     """``torch.ops.padloss.*`` in Function mode: ops of the same schemas that each raise,
     saying why and what to call instead (torch's own error would only say "no such op")."""
     library = torch.library.Library("padloss", "DEF")
-    schemas = {"circular_pad2d_backward": "(Tensor grad_output, int[] padding) -> Tensor",
-               "l1_loss_backward": "(Tensor grad_output, Tensor input, Tensor target, int reduction, "
-                                   "ScalarType? dtype=None) -> Tensor"}
-    for name, schema in schemas.items():
+    for name, kernel in KERNELS.items():
+        schema = schema_of(kernel)
         def refuse(*args, name=name):
             raise RuntimeError(f"torch.ops.padloss.{name} needs torch's custom ops (torch 2.4 and later); "
                                f"padloss.torch runs in Function mode here ({why}): call "
