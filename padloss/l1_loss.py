@@ -139,5 +139,7 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     output dtype. Returns ``out`` (any float dtype; written in place) or a new
     array/tensor of dtype P and the kind of ``self``.
     """
+    if isinstance(grad_output, np.generic):   # the README's np.float32(1.0): its 0-d array, which
+        grad_output = np.asarray(grad_output)  # as_tensor reads it as, and the fast path can key on
     return _op.call((grad_output, self, target, reduction), (grad_output, self, target),
                     _reduction_key(reduction), out, backend)

@@ -142,3 +142,27 @@ def test_reduction_not_given_as_str_or_int_is_never_taken_from_memory():
     for reduction in (np.int64(1), np.int64(0), np.int64(2)):
         padloss.l1_loss_backward(g, x, t, reduction, out=out)
         np.testing.assert_array_equal(out, reference.l1_loss_backward(g, x, t, int(reduction)))
+
+
+@pytest.mark.parametrize("scalar", [np.float32(2.0), np.float16(-3.0), np.float64(0.5)])
+def test_a_numpy_scalar_grad_output_takes_the_fast_path(scalar, monkeypatch):
+    """As its 0-d array does: the second call with the same metadata is not validated
+    again, and gives the same bits as the 0-d array."""
+    from padloss import l1_loss, reference
+
+    x, t = np.arange(6, dtype=np.float32).reshape(2, 3), np.full(3, 2.0, np.float32)
+    out = np.empty((2, 3), np.float32)
+    padloss.l1_loss_backward(scalar, x, t, "mean", out=out)          # validated, remembered
+    validated = []
+    real = l1_loss._op.validate_inputs
+    monkeypatch.setattr(l1_loss._op, "validate_inputs", lambda *a: validated.append(a) or real(*a))
+    got = padloss.l1_loss_backward(scalar, x, t, "mean", out=out).copy()
+    allocated = padloss.l1_loss_backward(scalar, x, t, "mean")        # the allocating memo, once
+    padloss.l1_loss_backward(scalar, x, t, "mean")
+    assert len(validated) == 1
+    into_float32 = reference.l1_loss_backward(np.asarray(scalar), x, t, "mean",
+                                              out_dtype=np.dtype(np.float32))
+    np.testing.assert_array_equal(got.view(np.uint32), into_float32.view(np.uint32))
+    want = reference.l1_loss_backward(np.asarray(scalar), x, t, "mean")   # dtype P
+    assert allocated.dtype == want.dtype
+    np.testing.assert_array_equal(allocated, want)
