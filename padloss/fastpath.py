@@ -55,7 +55,7 @@ from .arrays import Tensor, TensorMeta, numpy_dtype
 from .backend import Plan
 from .dispatch import Choice, choose, request
 from .errors import invalid_argument
-from .executor import bind, fetch
+from .executor import SPARE_WORKSPACE_MAX_BYTES, Spares, bind, fetch
 from .plan_cache import plan_cache
 from .problem import Problem
 
@@ -151,7 +151,7 @@ class Ready(NamedTuple):
     key: tuple          # the plan-cache key
     generation: int     # plan_cache.generation before the plan was fetched
     plan: Plan
-    spares: list        # workspaces of finished runs, for the next (SPARE_WORKSPACE_MAX_BYTES)
+    spares: Spares      # workspaces of finished runs, for the next (executor.SPARE_WORKSPACE_MAX_BYTES)
 
 
 def _ready(problem: Problem, asked: tuple) -> Ready:
@@ -159,14 +159,7 @@ def _ready(problem: Problem, asked: tuple) -> Ready:
     context = choice.backend.cache_context()
     key = (problem, choice.backend.name, context)
     generation = plan_cache.generation
-    return Ready(asked, choice, context, key, generation, fetch(problem, choice.backend, key), [])
-
-
-# A one-shot run takes a spare workspace of its plan (one a finished run gave back) up to
-# this size rather than allocating one: np.empty costs 0.5 us warm but 8 us right after a
-# medium call has filled the caches with its data. Larger ones come with calls whose
-# kernels dwarf an allocation, and would stay allocated for every signature remembered.
-SPARE_WORKSPACE_MAX_BYTES = 1 << 14   # 16 MiB at most over MAX_SIGNATURES, per concurrent caller
+    return Ready(asked, choice, context, key, generation, fetch(problem, choice.backend, key), Spares())
 
 
 def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: str | None) -> None:
@@ -188,9 +181,6 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     elif size > SPARE_WORKSPACE_MAX_BYTES:
         plan.run(bind(plan, arrays), np.empty(size, np.uint8), None)
     else:
-        try:
-            workspace = ready.spares.pop()   # atomic: concurrent calls never share one
-        except IndexError:
-            workspace = np.empty(size, np.uint8)
+        workspace = ready.spares.take(size)
         plan.run(bind(plan, arrays), workspace, None)
-        ready.spares.append(workspace)
+        ready.spares.give(workspace)

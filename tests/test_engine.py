@@ -562,3 +562,23 @@ def test_slots_name_the_fields_a_plan_packs_and_a_kernel_reads():
     with pytest.raises(TypeError, match="fields"):
         slots.pack(dims=(7, 8, 9), block=2)
     assert NEST.size == 5 * RANK + 7 and (AXES.width, AXES.body, AXES.size) == (4, 8, 10)
+
+
+def test_an_executor_reuses_its_workspace_between_runs_and_never_shares_one():
+    """run() with no workspace takes a spare of the executor's own, gives it back after,
+    and a run that finds none (another run holds it) gets a new one: same bits each time."""
+    go = np.arange(2 * 3 * 14 * 14, dtype=np.float32).reshape(2, 3, 14, 14)
+    gi = np.empty((2, 3, 8, 8), np.float32)
+    ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, gi, [3, 3, 3, 3], gi)
+    want = reference.circular_pad2d_backward(go, gi.shape, (3, 3, 3, 3))
+    assert ws > 0
+    ex.run()
+    spares = ex._spares._free
+    assert len(spares) == 1
+    first = spares[0]
+    ex.run()
+    assert spares == [first]                      # the same one, taken and given back
+    taken = ex._spares.take(ws)                    # as a concurrent run would hold it
+    ex.run()
+    assert len(spares) == 1 and spares[0] is not taken
+    np.testing.assert_array_equal(gi, want)
