@@ -120,10 +120,12 @@ class ValidatedCalls:
         if known is None:
             return None
         *inputs, out = buffers
-        if not out.flags.writeable:
+        flags = out.flags
+        if not flags.writeable:
             raise invalid_argument(self.op, names[-1], "is read-only; the output must be writable")
+        owner = flags.owndata   # two arrays that each own their memory share none of it
         for b in inputs:
-            if np.may_share_memory(out, b):
+            if (b is out or not owner or not b.flags.owndata) and np.may_share_memory(out, b):
                 check_output_overlap(self.op, names, as_tensors(known.problem, buffers))   # names the input
         return known
 

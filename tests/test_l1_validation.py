@@ -166,3 +166,18 @@ def test_a_numpy_scalar_grad_output_takes_the_fast_path(scalar, monkeypatch):
     want = reference.l1_loss_backward(np.asarray(scalar), x, t, "mean")   # dtype P
     assert allocated.dtype == want.dtype
     np.testing.assert_array_equal(allocated, want)
+
+
+def test_a_known_signature_still_refuses_an_output_overlapping_an_input():
+    """The fast path (a signature seen before) checks overlap on every call: the same array
+    as self, a view overlapping it, or a view of self's memory; distinct owners pass."""
+    buf = np.arange(12, dtype=F32).reshape(2, 6)
+    x, t, out = buf[:, :3], np.zeros(3, F32), np.empty((2, 6), F32)[:, :3]
+    padloss.l1_loss_backward(F32(1.0), x, t, "none", out=out)                 # remembered
+    owner_x, owner_out = np.ones((2, 3), F32), np.empty((2, 3), F32)
+    padloss.l1_loss_backward(F32(1.0), owner_x, t, "none", out=owner_out)      # remembered
+    for same_meta_out, self_ in ((buf[:, 1:4], x), (owner_x, owner_x)):
+        before = self_.copy()
+        with pytest.raises(padloss.InvalidArgumentError, match="shares memory with 'self'"):
+            padloss.l1_loss_backward(F32(1.0), self_, t, "none", out=same_meta_out)
+        np.testing.assert_array_equal(self_, before)
