@@ -94,9 +94,13 @@ def _say_once(key, message: str, *args) -> None:
         log.warning(message, *args)
 
 
-def _damaged(path, exc: Exception, what_now: str) -> None:
-    _say_once(("damaged", str(path)), "padloss: the compile cache file %s cannot be used (%s: %s): %s",
-              path, type(exc).__name__, exc, what_now)
+def _reason(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _damaged(path, why: str, what_now: str) -> None:
+    _say_once(("damaged", str(path)), "padloss: the compile cache file %s cannot be used (%s): %s",
+              path, why, what_now)
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,7 +131,7 @@ def read_index(path, stamp: str | None = None) -> tuple[str, dict]:
     except FileNotFoundError:
         return MISSING, {}
     except Exception as exc:    # any way a damaged file fails to unpickle
-        return f"{DAMAGED}{type(exc).__name__}: {exc}", {}
+        return DAMAGED + _reason(exc), {}
     return (CURRENT, overloads) if found == (stamp or source_stamp()) else (STALE, {})
 
 
@@ -193,7 +197,8 @@ class LockedIndex(numba_internals.IndexDataCacheFile):
             except FileNotFoundError:   # removed while the index still names it
                 return None
             except Exception as exc:    # truncated, corrupt, emptied, another format
-                _damaged(self._data_path(data_name), exc, "the kernel compiles again; the file is replaced")
+                _damaged(self._data_path(data_name), _reason(exc),
+                         "the kernel compiles again; the file is replaced")
                 return None
 
     def _load_index(self):
@@ -203,8 +208,7 @@ class LockedIndex(numba_internals.IndexDataCacheFile):
         state, overloads = read_index(self._index_path, self._source_stamp)
         if state.startswith(DAMAGED) or state == OTHER_NUMBA:
             why = state.removeprefix(DAMAGED) if state.startswith(DAMAGED) else "written by another Numba"
-            _say_once(("damaged", self._index_path), "padloss: the compile cache file %s cannot be used "
-                      "(%s): its kernels compile again and the index is replaced", self._index_path, why)
+            _damaged(self._index_path, why, "its kernels compile again and the index is replaced")
         return overloads
 
     @contextlib.contextmanager
@@ -234,7 +238,7 @@ class GuardedCache(numba_internals.FunctionCache):
         try:
             return super().load_overload(sig, target_context)
         except Exception as exc:   # a data file that unpickles but does not rebuild
-            _damaged(self._cache_file._index_path, exc,
+            _damaged(self._cache_file._index_path, _reason(exc),
                      f"an entry for {sig} does not load: it compiles again and the entry is replaced")
             return None
 
