@@ -46,7 +46,8 @@ SPARE_WORKSPACE_MAX_BYTES = 1 << 14
 
 class Spares:
     """The workspaces finished runs of one plan gave back, for the next runs: each run
-    takes one of its own (``list.pop`` is atomic, so concurrent runs never share one)."""
+    takes one of its own (``list.pop`` is atomic, so concurrent runs never share one).
+    Workspaces past SPARE_WORKSPACE_MAX_BYTES are allocated for each run and not kept."""
 
     __slots__ = ("_free",)
 
@@ -54,13 +55,16 @@ class Spares:
         self._free: list[np.ndarray] = []
 
     def take(self, size: int) -> np.ndarray:
-        try:
-            return self._free.pop()
-        except IndexError:
-            return np.empty(size, np.uint8)
+        if size <= SPARE_WORKSPACE_MAX_BYTES:
+            try:
+                return self._free.pop()
+            except IndexError:
+                pass
+        return np.empty(size, np.uint8)
 
     def give(self, workspace: np.ndarray) -> None:
-        self._free.append(workspace)
+        if workspace.nbytes <= SPARE_WORKSPACE_MAX_BYTES:
+            self._free.append(workspace)
 
 
 class Executor:
@@ -96,7 +100,7 @@ class Executor:
         size = self._plan.workspace_size
         spare = None
         if size:
-            if workspace is None and size <= SPARE_WORKSPACE_MAX_BYTES and self._tensors[-1].device == "cpu":
+            if workspace is None and self._tensors[-1].device == "cpu":
                 workspace = spare = self._spares.take(size)   # its own memory: no overlap to check
             else:
                 workspace = self._workspace(workspace, size, tensors or self._tensors)
@@ -129,11 +133,9 @@ class Executor:
     def _workspace(self, workspace: Any, size: int, tensors: tuple[Tensor, ...]) -> Any:
         """The scratch buffer for one run, as the plan wants it: CPU plans take a
         flat uint8 NumPy view of their own (sharing no memory with ``tensors``).
-        None means "allocate one for this run" (CPU only, for workspaces past
-        SPARE_WORKSPACE_MAX_BYTES; a device plan's caller passes device memory, as with aclnn)."""
+        None (which ``run`` takes from its Spares on the CPU) is refused on a device: a
+        device plan's caller passes device memory, as with aclnn."""
         if workspace is None:
-            if self._tensors[-1].device == "cpu":
-                return np.empty(size, np.uint8)
             raise null_argument(self.problem.op, "workspace")
         if self._tensors[-1].device != "cpu":
             return workspace

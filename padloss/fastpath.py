@@ -55,7 +55,7 @@ from .arrays import Tensor, TensorMeta, numpy_dtype
 from .backend import Plan
 from .dispatch import Choice, choose, request
 from .errors import invalid_argument
-from .executor import SPARE_WORKSPACE_MAX_BYTES, Spares, bind, fetch
+from .executor import Spares, bind, fetch
 from .plan_cache import plan_cache
 from .problem import Problem
 
@@ -153,7 +153,7 @@ class Ready(NamedTuple):
     key: tuple          # the plan-cache key
     generation: int     # plan_cache.generation before the plan was fetched
     plan: Plan
-    spares: Spares      # workspaces of finished runs, for the next (executor.SPARE_WORKSPACE_MAX_BYTES)
+    spares: Spares      # workspaces of finished runs, for the next (executor.Spares)
 
 
 def _ready(problem: Problem, asked: tuple) -> Ready:
@@ -180,8 +180,6 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     size = plan.workspace_size
     if not size:
         plan.run(bind(plan, arrays), None, None)
-    elif size > SPARE_WORKSPACE_MAX_BYTES:
-        plan.run(bind(plan, arrays), np.empty(size, np.uint8), None)
     else:
         workspace = ready.spares.take(size)
         plan.run(bind(plan, arrays), workspace, None)
