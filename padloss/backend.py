@@ -7,7 +7,6 @@ and registers an instance (or a factory) under the entry-point group
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable, Mapping, Protocol
 
 from .problem import Problem
@@ -57,8 +56,9 @@ class Backend:
 
     def plan_builder(self, op: str) -> Callable[..., Plan]:
         """The function ``plans`` names for ``op``."""
-        module, _, function = self.plans[op].partition(":")
-        return getattr(importlib.import_module(module), function)
+        import pkgutil  # on an op's first compile, not at import
+
+        return pkgutil.resolve_name(self.plans[op])
 
     def compile(self, problem: Problem) -> Plan:
         """The Plan of ``problem``: its op's builder, given the Problem (a backend whose

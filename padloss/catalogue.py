@@ -8,7 +8,6 @@ benchmarked on ``rules.NPU_FLOATS``, the ones training runs in.
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -43,8 +42,9 @@ class Op(NamedTuple):
 
     def workload_class(self) -> type:
         """The bench's workload class (imported only when a bench asks)."""
-        module, _, name = self.workload.partition(":")
-        return getattr(importlib.import_module(module), name)
+        import pkgutil
+
+        return pkgutil.resolve_name(self.workload)
 
 
 def values(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
