@@ -75,11 +75,6 @@ def _kernel(n_inputs: int, dtype: np.dtype) -> tuple:
     return compile_entry(*dispatchers(), signature)
 
 
-def prepare(n_inputs: int) -> None:
-    """Compile (or load) the kernel of ``ceilings(n_inputs, ...)``, without buffers."""
-    _kernel(n_inputs, np.dtype(np.float32))
-
-
 def dispatchers() -> tuple:
     """New dispatchers of the entry and the piece (compile_entry pins each to one signature)."""
     return jit(parallel=True)(_entry), jit(_nrt=False)(_piece)
