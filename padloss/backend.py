@@ -7,7 +7,7 @@ and registers an instance (or a factory) under the entry-point group
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from .problem import Problem
 
@@ -81,9 +81,9 @@ class Backend:
         ``padloss bench`` holds its ops against. None by default."""
         return {}
 
-    def compiled_for(self, op: str, dtype: str) -> bool:
-        """Whether a new process would run ``op`` on ``dtype`` without compiling first
-        (true when nothing compiles, or nothing compiled would be kept), so that
+    def compiled_for(self, calls: Iterable[tuple[str, str]]) -> bool:
+        """Whether a new process would run every (op, dtype) of ``calls`` without compiling
+        first (true when nothing compiles, or nothing compiled would be kept), so that
         ``padloss bench`` knows when to compile ahead in child processes."""
         return True
 

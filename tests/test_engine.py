@@ -539,7 +539,7 @@ def test_a_backend_routes_every_op_through_its_plans_table():
     assert demo.plan_builder("l1_loss_backward") is copy.copy
     plan = demo.compile(l1)                                  # the builder, given the Problem
     assert plan == l1 and plan is not l1
-    assert demo.describe() == [] and demo.yardsticks((), None) == {} and demo.compiled_for("x", "float32")
+    assert demo.describe() == [] and demo.yardsticks((), None) == {} and demo.compiled_for([("x", "float32")])
     for backend in registry.backends().values():            # the built-ins: every catalogued op
         if backend.name in ("numba", "torch", "ascend"):
             from padloss.catalogue import OPS

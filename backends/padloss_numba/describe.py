@@ -46,11 +46,11 @@ def lines() -> list[str]:
             f"compile cache: {compile_cache()}", *compiled_variants()]
 
 
-def compiled_for(op: str, dtype: str) -> bool:
-    """True when the cache holds a kernel of ``op`` reading ``dtype`` for the current
-    sources, or when there is no cache a compile could fill."""
+def compiled_for(calls) -> bool:
+    """True when the cache holds, for the current sources, a kernel of each (op, dtype)
+    of ``calls`` reading that dtype, or when there is no cache a compile could fill."""
     if not disk_cache.ENABLED:
         return True
-    found, _ = variants.listing()
-    return any(o == op and dtype in dtypes.replace("->", ",").replace(" ", "").split(",")
-               for o, dtypes in found)
+    found = {(op, dtype) for op, dtypes in variants.listing()[0]
+             for dtype in dtypes.replace("->", ",").replace(" ", "").split(",")}
+    return all(call in found for call in calls)

@@ -75,10 +75,10 @@ class NumbaBackend(Backend):
 
         return describe.lines()
 
-    def compiled_for(self, op: str, dtype: str) -> bool:
+    def compiled_for(self, calls) -> bool:
         from . import describe
 
-        return describe.compiled_for(op, dtype)
+        return describe.compiled_for(calls)
 
     def yardsticks(self, inputs: tuple, out) -> dict:
         from . import stream

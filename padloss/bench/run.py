@@ -135,8 +135,8 @@ def compile_ahead(args: argparse.Namespace) -> dict[str, list[str]]:
     them (``Backend.compiled_for``): a first run, whose compiles would otherwise run one
     after another on one core. None when every backend would load or has nothing to compile."""
     available = [b for b in dispatch.registry.by_priority() if b.availability()[0]]
-    benched = [op.name for op in BENCHED.values()]
-    if all(b.compiled_for(op, dtype) for b in available for op in benched for dtype in args.dtypes):
+    calls = [(op.name, dtype) for op in BENCHED.values() for dtype in args.dtypes]
+    if all(b.compiled_for(calls) for b in available):
         return {}
     # the first child compiles every ceiling kernel too, evening out the children: the L1
     # child's kernels take longer (outputs it streams are a variant of their own)
