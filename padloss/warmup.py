@@ -15,19 +15,22 @@ import time
 from typing import Iterable
 
 from .arrays import numpy_dtype
-from .catalogue import OPS, WARM_DTYPES
 
 # Sides of square tensors that select the serial, the parallel and the streaming kernel
 # variants (a 4096 x 4096 output is 32 MiB even in float16; the Numba backend streams from 16).
 _SIDES = (4, 256, 4096)
 
 
-def warmup(ops: Iterable[str] = tuple(OPS), dtypes: Iterable[str] = WARM_DTYPES, *,
+def warmup(ops: Iterable[str] | None = None, dtypes: Iterable[str] | None = None, *,
            backend: str | None = None) -> float:
-    """Prepare the kernels for ``ops`` x ``dtypes``; returns the seconds it took.
-    Quiet: the backend's note on a slow first call (logger "padloss") is for calls
-    that did not ask for the compile."""
+    """Prepare the kernels for ``ops`` x ``dtypes`` (default: every op of padloss.catalogue,
+    its WARM_DTYPES); returns the seconds it took. Quiet: the backend's note on a slow
+    first call (logger "padloss") is for calls that did not ask for the compile."""
+    from .catalogue import OPS, WARM_DTYPES  # here: ``import padloss`` need not load the catalogue
+
     t0 = time.perf_counter()
+    ops = OPS if ops is None else ops
+    dtypes = WARM_DTYPES if dtypes is None else dtypes
     log = logging.getLogger("padloss")
     level = log.level
     log.setLevel(logging.ERROR)

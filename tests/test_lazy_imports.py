@@ -117,3 +117,14 @@ def test_ml_dtypes_is_imported_only_for_bfloat16():
         assert got.dtype is torch.bfloat16 and got.tolist() == [[1.0, 0.0, -1.0]], got
         assert "ml_dtypes" in sys.modules   # the bfloat16 tensors' NumPy views needed it
         """)
+
+
+def test_import_padloss_loads_no_tool():
+    """The catalogue, the reference model, the check and the bench are the tools', loaded
+    when a tool (or padloss.warmup()) runs, not by ``import padloss``."""
+    run_python("""
+        import sys, padloss
+        loaded = [m for m in ("padloss.catalogue", "padloss.reference", "padloss.check", "padloss.bench")
+                  if m in sys.modules]
+        assert not loaded, loaded
+        """)
