@@ -87,14 +87,29 @@ class Workload:
     def reference(self) -> Callable[[], object]:
         raise NotImplementedError
 
+    def torch_leaf(self) -> tuple:
+        """(leaf, grad_output) as torch tensors: the forward's input, needing its gradient,
+        and the gradient its output gets."""
+        raise NotImplementedError
+
+    def torch_forward(self, leaf, through_padloss: bool):
+        """The forward op on ``leaf``, through :mod:`padloss.torch` or through torch alone."""
+        raise NotImplementedError
+
     def torch_autograd(self) -> Callable[[], object]:
         """PyTorch's backward of the same forward op, the graph built once."""
-        raise NotImplementedError
+        import torch
+
+        x, g = self.torch_leaf()
+        y = self.torch_forward(x, through_padloss=False)
+        return lambda: torch.autograd.grad(y, x, g, retain_graph=True)
 
     def torch_graphs(self) -> tuple:
         """(leaf, grad_output, {AUTOGRAD_PADLOSS: y, TORCH_AUTOGRAD: y}): the forward built
         once through :mod:`padloss.torch` and once through torch alone, from one leaf."""
-        raise NotImplementedError
+        x, g = self.torch_leaf()
+        return x, g, {AUTOGRAD_PADLOSS: self.torch_forward(x, through_padloss=True),
+                      TORCH_AUTOGRAD: self.torch_forward(x, through_padloss=False)}
 
     def torch_native(self) -> Callable[[], object] | None:
         """A native PyTorch kernel of the closest op, where there is one."""
@@ -162,24 +177,20 @@ class PadWorkload(Workload):
         go, shape, pads = self.grad_output, self.out.shape, self.padding
         return lambda: reference.circular_pad2d_backward(go, shape, pads)
 
-    def torch_autograd(self):
+    def torch_leaf(self):
         import torch
-
-        go = _as_torch(self.grad_output)
-        x = torch.zeros(self.out.shape, dtype=go.dtype, requires_grad=True)
-        y = torch.nn.functional.pad(x, self.padding, mode="circular")
-        return lambda: torch.autograd.grad(y, x, go, retain_graph=True)
-
-    def torch_graphs(self):
-        import torch
-        import torch.nn.functional as F
-
-        import padloss.torch as pt
 
         g = _as_torch(self.grad_output)
-        x = torch.zeros(self.out.shape, dtype=g.dtype, requires_grad=True)
-        return x, g, {AUTOGRAD_PADLOSS: pt.circular_pad2d(x, self.padding),
-                      TORCH_AUTOGRAD: F.pad(x, self.padding, mode="circular")}
+        return torch.zeros(self.out.shape, dtype=g.dtype, requires_grad=True), g
+
+    def torch_forward(self, leaf, through_padloss):
+        if through_padloss:
+            import padloss.torch as pt
+
+            return pt.circular_pad2d(leaf, self.padding)
+        import torch
+
+        return torch.nn.functional.pad(leaf, self.padding, mode="circular")
 
     def torch_native(self):
         """reflection_pad2d_backward: same shapes and a similar gather (PyTorch
@@ -232,23 +243,18 @@ class L1Workload(Workload):
         go, x, t, reduction = self.grad_output, self.self_, self.target, self.reduction
         return lambda: reference.l1_loss_backward(go, x, t, reduction)
 
-    def torch_autograd(self):
+    def torch_leaf(self):
+        # grad_output: 0-d for mean and sum
+        return _as_torch(self.self_).clone().requires_grad_(), _as_torch(self.grad_output)
+
+    def torch_forward(self, leaf, through_padloss):
+        if through_padloss:
+            import padloss.torch as pt
+
+            return pt.l1_loss(leaf, _as_torch(self.target), self.reduction)
         import torch
 
-        x = _as_torch(self.self_).clone().requires_grad_()
-        loss = torch.nn.functional.l1_loss(x, _as_torch(self.target), reduction=self.reduction)
-        go = _as_torch(self.grad_output)
-        return lambda: torch.autograd.grad(loss, x, go, retain_graph=True)
-
-    def torch_graphs(self):
-        import torch.nn.functional as F
-
-        import padloss.torch as pt
-
-        x = _as_torch(self.self_).clone().requires_grad_()
-        t, g = _as_torch(self.target), _as_torch(self.grad_output)   # g: 0-d for mean and sum
-        return x, g, {AUTOGRAD_PADLOSS: pt.l1_loss(x, t, self.reduction),
-                      TORCH_AUTOGRAD: F.l1_loss(x, t, reduction=self.reduction)}
+        return torch.nn.functional.l1_loss(leaf, _as_torch(self.target), reduction=self.reduction)
 
     def jax_vjp(self):
         import jax.numpy as jnp
