@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .arrays import TensorMeta, as_tensor
+from .arrays import TensorMeta, as_tensor, empty_like_output, numpy_dtype, shape_and_dtype
 from .errors import invalid_argument, null_argument
 from .executor import Executor
 from .op import Inputs, OpDefinition
@@ -86,12 +86,82 @@ def check_metadata(inputs: Iterable[tuple[str, tuple[int, ...], str]]) -> tuple[
     return shape, dtype
 
 
+PYTHON_SCALARS = (float, int)   # by exact type: a bool is refused, as any non-array is
+
+
+def scalar_dtype(self_dtype: str, target_dtype: str) -> str:
+    """The dtype a Python float or int grad_output takes: P of self and target
+    (float32 when neither is a float). It is a weak scalar, as in torch: it adopts
+    the others' dtype and never promotes them."""
+    return promoted_dtype((self_dtype, target_dtype)) or "float32"
+
+
+def _scalar_value(value: float | int) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        raise invalid_argument(OP, "grad_output", "a Python int past a float's range (1.8e308)") from None
+
+
+def _rounded(value: float, dtype: np.dtype) -> np.ndarray:
+    """``value`` as a 0-d array of ``dtype``, rounded once (to nearest even; past the
+    dtype's range: infinity, as a cast gives)."""
+    if abs(value) <= _largest(dtype):   # NumPy warns of an overflow: errstate costs ~1 us
+        return np.asarray(value, dtype)
+    with np.errstate(over="ignore"):
+        return np.asarray(value, dtype)
+
+
+_largest_finite: dict[np.dtype, float] = {}
+
+
+def _largest(dtype: np.dtype) -> float:
+    largest = _largest_finite.get(dtype)
+    if largest is None:
+        largest = _largest_finite[dtype] = float(np.finfo(dtype).max)
+    return largest
+
+
+_scalar_dtypes: dict[tuple, np.dtype] = {}
+
+
+def _numpy_scalar_dtype(self: np.ndarray, target: np.ndarray) -> np.dtype:
+    """scalar_dtype of two NumPy arrays, memoised (the names cost ~2 us a call)."""
+    key = (self.dtype, target.dtype)
+    dtype = _scalar_dtypes.get(key)
+    if dtype is None:
+        names = [shape_and_dtype(OP, name, a)[1] for name, a in (("self", self), ("target", target))]
+        dtype = _scalar_dtypes[key] = numpy_dtype(scalar_dtype(*names))
+    return dtype
+
+
+def _grad_output_array(grad_output: Any, self: Any, target: Any) -> Any:
+    """A NumPy scalar grad_output as its 0-d array, and a Python float or int as the
+    0-d array of scalar_dtype() where self and target are NumPy arrays: the forms the
+    fast path can key on (padloss.fastpath). Anything else is left to validation."""
+    if isinstance(grad_output, np.generic):
+        return np.asarray(grad_output)
+    if type(grad_output) in PYTHON_SCALARS and type(self) is np.ndarray and type(target) is np.ndarray:
+        return _rounded(_scalar_value(grad_output), _numpy_scalar_dtype(self, target))
+    return grad_output
+
+
 def _validate_inputs(grad_output: Any, self: Any, target: Any, reduction: Any) -> Inputs:
     """Check the inputs: them adapted, B and P for the output, the reduction code."""
     for name, value in zip(INPUTS, (grad_output, self, target)):
         if value is None:
             raise null_argument(OP, name)
     code = reduction_code(reduction)
+    if type(grad_output) in PYTHON_SCALARS:   # a 0-d of the others' dtype, of self's kind and device
+        value = _scalar_value(grad_output)
+        others = [as_tensor(OP, name, v) for name, v in zip(INPUTS[1:], (self, target))]
+        dtype = scalar_dtype(*(t.meta.dtype for t in others))
+        rounded = _rounded(value, numpy_dtype(dtype))
+        grad_output = empty_like_output(others[0], (), dtype)
+        if isinstance(grad_output, np.ndarray):
+            grad_output = rounded
+        else:                                     # a torch tensor: the rounded value is exact in it
+            grad_output.fill_(float(rounded))
     inputs = tuple(as_tensor(OP, name, value) for name, value in zip(INPUTS, (grad_output, self, target)))
     shape, dtype = check_metadata((t.meta.dtype, t.meta.shape, t.device) for t in inputs)
     return Inputs(inputs, shape, dtype, (code,), inputs[1])
@@ -124,6 +194,7 @@ def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any
     may be run again, with new buffers of the same metadata passed by name
     (``run(grad_output=..., self=..., target=..., grad_input=...)``).
     """
+    grad_output = _grad_output_array(grad_output, self, target)
     return _op.get_workspace_size((grad_output, self, target, reduction), (grad_output, self, target),
                                   _reduction_key(reduction), grad_input, backend)
 
@@ -133,13 +204,13 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     """Gradient of ``l1_loss(self, target, reduction)`` with respect to ``self``.
 
     The inputs broadcast to B (up to 8 dims); ``grad_output`` is usually a 0-d
-    tensor for "mean" and "sum". The result is ``sign(self - target) *
+    tensor for "mean" and "sum" (a Python float or int is one of the dtype P of self
+    and target: ``scalar_dtype``). The result is ``sign(self - target) *
     grad_output`` (times 1/d0/d1/... in float32 for "mean"), computed in float32
     (float64 when an input is float64) and rounded once, to nearest even, to the
     output dtype. Returns ``out`` (any float dtype; written in place) or a new
     array/tensor of dtype P and the kind of ``self``.
     """
-    if isinstance(grad_output, np.generic):   # the README's np.float32(1.0): its 0-d array, which
-        grad_output = np.asarray(grad_output)  # as_tensor reads it as, and the fast path can key on
+    grad_output = _grad_output_array(grad_output, self, target)
     return _op.call((grad_output, self, target, reduction), (grad_output, self, target),
                     _reduction_key(reduction), out, backend)

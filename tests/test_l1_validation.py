@@ -67,6 +67,10 @@ BAD = {
                           "byte order"),
     "self not an array": (_case(self=[[1.0, 2.0, 3.0]]), Status.PARAM_INVALID, "self",
                           "must be a NumPy array"),
+    "grad_output a bool": (_case(grad_output=True), Status.PARAM_INVALID, "grad_output",
+                           "must be a NumPy array"),
+    "grad_output an int past float": (_case(grad_output=10**400), Status.PARAM_INVALID, "grad_output",
+                                      "past a float's range"),
     "unknown backend": (dict(_case(), backend="nope"), Status.PARAM_INVALID, "backend", "unknown backend"),
 }
 
@@ -166,6 +170,65 @@ def test_a_numpy_scalar_grad_output_takes_the_fast_path(scalar, monkeypatch):
     want = reference.l1_loss_backward(np.asarray(scalar), x, t, "mean")   # dtype P
     assert allocated.dtype == want.dtype
     np.testing.assert_array_equal(allocated, want)
+
+
+SCALAR_CASES = [   # (self's dtype, target's dtype, the 0-d's dtype: P, or float32 for no float)
+    ("float16", "float16", "float16"), ("bfloat16", "int8", "bfloat16"), ("float32", "float32", "float32"),
+    ("float64", "float16", "float64"), ("float16", "bfloat16", "float32"), ("int32", "bool", "float32")]
+
+
+def _dtype(name):
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def _assert_bits(got, want):
+    """Bit-equal, a NaN matching any NaN (0 * inf: its sign is not the contract's)."""
+    unsigned = np.dtype(f"u{want.dtype.itemsize}")
+    differ = got.view(unsigned) != want.view(unsigned)
+    assert not (differ & ~(np.isnan(got.astype(np.float64)) & np.isnan(want.astype(np.float64)))).any(), \
+        (got, want)
+
+
+@pytest.mark.parametrize("self_dtype, target_dtype, scalar_dtype", SCALAR_CASES)
+@pytest.mark.parametrize("value", [0.1, -3, 1e5, 2**70])
+def test_a_python_float_or_int_grad_output_is_a_0d_of_p(self_dtype, target_dtype, scalar_dtype, value,
+                                                         monkeypatch):
+    """It is the 0-d array of P (float32 when neither self nor target is a float), its value
+    rounded once to it (0.1 in float16 is not 0.1 in float32; 1e5 is inf in float16), and it
+    takes the fast path as that array would: remembered after one validation."""
+    from padloss import l1_loss, reference
+
+    x = np.array([[-2.5, 0.0, 3.0], [1.0, -0.0, 7.0]]).astype(_dtype(self_dtype))
+    t = np.array([1.0, 0.0, -1.0]).astype(_dtype(target_dtype))
+    with np.errstate(over="ignore"):
+        as_array = np.asarray(value, _dtype(scalar_dtype))
+    want = {r: reference.l1_loss_backward(as_array, x, t, r) for r in ("none", "sum")}
+    padloss.l1_loss_backward(value, x, t, "sum")                       # validated, remembered
+    validated = []
+    real = l1_loss._op.validate_inputs
+    monkeypatch.setattr(l1_loss._op, "validate_inputs", lambda *a: validated.append(a) or real(*a))
+    got = padloss.l1_loss_backward(value, x, t, "sum")
+    assert not validated
+    assert got.dtype == want["sum"].dtype
+    _assert_bits(got, want["sum"])
+    _, executor = padloss.l1_loss_backward_get_workspace_size(value, x, t, "none", out := np.empty_like(got))
+    executor.run()
+    _assert_bits(out, want["none"])
+
+
+def test_a_python_float_grad_output_beside_torch_tensors_is_a_torch_0d_of_p():
+    """Beside torch tensors the same rule makes a torch 0-d of P (on self's device)."""
+    torch = pytest.importorskip("torch")
+    from padloss import reference
+
+    x = torch.tensor([[-2.5, 0.0, 3.0], [1.0, 5.0, 7.0]], dtype=torch.bfloat16)
+    t = torch.tensor([1.0, 0.0, -1.0], dtype=torch.bfloat16)
+    got = padloss.l1_loss_backward(0.3, x, t, "mean")
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16
+    bf16 = ml_dtypes.bfloat16
+    want = reference.l1_loss_backward(np.asarray(0.3, bf16), x.float().numpy().astype(bf16),
+                                      t.float().numpy().astype(bf16), "mean")
+    np.testing.assert_array_equal(got.view(torch.int16).numpy(), want.view(np.int16))
 
 
 def test_a_known_signature_still_refuses_an_output_overlapping_an_input():
