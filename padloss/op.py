@@ -29,7 +29,7 @@ from .aliasing import check_output_overlap
 from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output
 from .errors import invalid_argument, null_argument
 from .executor import Executor, make_executor
-from .fastpath import ValidatedCalls, as_tensors, new_output, run_once, signature
+from .fastpath import ValidatedCalls, as_tensors, run_once, signature
 from .problem import Problem
 
 
@@ -107,7 +107,7 @@ class OpDefinition:
                 executor = self._planned(checked, out, "out", signature(inputs + (out,), params), backend)
                 self.allocating.remember(key, executor.problem)
                 return executor.run()
-            out = new_output(known.problem.output)
+            out = known.new_output()
             buffers = inputs + (out,)
         else:
             buffers = inputs + (out,)
