@@ -111,12 +111,14 @@ class ValidatedCalls:
         self.op = op
         self._known: dict[Hashable, Known] = {}
 
-    def remember(self, key: tuple | None, problem: Problem) -> None:
-        if key is None:
-            return
-        if len(self._known) >= MAX_SIGNATURES:
-            self._known.clear()
-        self._known[key] = Known(problem)
+    def remember(self, key: tuple | None, problem: Problem) -> Known:
+        """The new entry (kept only where the signature is known exactly: ``key`` not None)."""
+        known = Known(problem)
+        if key is not None:
+            if len(self._known) >= MAX_SIGNATURES:
+                self._known.clear()
+            self._known[key] = known
+        return known
 
     def known(self, key: tuple | None) -> Known | None:
         """The entry of a known signature (calls that allocate their output)."""
@@ -142,6 +144,28 @@ class ValidatedCalls:
 def as_tensors(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:
     """NumPy ``buffers`` of a validated signature as Tensors (their own native views)."""
     return tuple([_make_tensor((meta, "cpu", b, b)) for meta, b in zip(problem.tensors, buffers)])
+
+
+class Prepared:
+    """An allocating call validated and planned ahead of its run (OpDefinition.prepare):
+    ``run(first)`` runs it with a new first input (grad_output) and the other inputs it
+    was prepared with, or returns None where ``first`` has other metadata than planned."""
+
+    __slots__ = ("known", "first", "rest")
+
+    def __init__(self, known: Known, inputs: tuple[np.ndarray, ...]):
+        self.known = known
+        first = inputs[0]
+        self.first = first.dtype, first.shape, first.strides
+        self.rest = inputs[1:]
+
+    def run(self, first: np.ndarray) -> np.ndarray | None:
+        """The new output, written (it shares no memory with any input: it is new)."""
+        if type(first) is not np.ndarray or (first.dtype, first.shape, first.strides) != self.first:
+            return None
+        out = self.known.new_output()
+        run_once(self.known, (first, *self.rest, out), None)
+        return out
 
 
 # ---------------------------------------------------------------- 2. the last plan

@@ -17,6 +17,7 @@ import numpy as np
 from .arrays import TensorMeta, as_tensor, empty_like_output, numpy_dtype, shape_and_dtype
 from .errors import invalid_argument, null_argument
 from .executor import Executor
+from .fastpath import Prepared
 from .op import Inputs, OpDefinition
 from .rules import FLOATS, INTEGERS, promoted_dtype
 
@@ -197,6 +198,14 @@ def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any
     grad_output = _grad_output_array(grad_output, self, target)
     return _op.get_workspace_size((grad_output, self, target, reduction), (grad_output, self, target),
                                   _reduction_key(reduction), grad_input, backend)
+
+
+def prepare(grad_output: np.ndarray, self: np.ndarray, target: np.ndarray, reduction: int) -> Prepared:
+    """The allocating call on these NumPy arrays validated and planned, not run: its
+    ``run(grad_output)`` computes it for a new grad_output of the same metadata
+    (padloss.torch plans its backward so in the forward)."""
+    return _op.prepare((grad_output, self, target, reduction), (grad_output, self, target),
+                       _reduction_key(reduction))
 
 
 def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = "mean", *,

@@ -29,7 +29,7 @@ from .aliasing import check_output_overlap
 from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output
 from .errors import invalid_argument, null_argument
 from .executor import Executor, make_executor
-from .fastpath import ValidatedCalls, as_tensors, run_once, signature
+from .fastpath import Known, Prepared, ValidatedCalls, as_tensors, run_once, signature
 from .problem import Problem
 
 
@@ -96,17 +96,32 @@ class OpDefinition:
         self.given.remember(key, problem)
         return executor
 
+    def _allocating(self, args: tuple, inputs: tuple, params: Any, key: tuple | None,
+                    backend: str | None) -> tuple[Known, Executor]:
+        """An allocating call validated and planned on a new output (not run yet), and
+        remembered under ``key``."""
+        checked = self.validate_inputs(*args)
+        out = empty_like_output(checked.template, checked.shape, checked.dtype)
+        executor = self._planned(checked, out, "out", signature(inputs + (out,), params), backend)
+        return self.allocating.remember(key, executor.problem), executor
+
+    def prepare(self, args: tuple, inputs: tuple, params: Any) -> Prepared:
+        """An allocating call on NumPy ``inputs`` validated and planned ahead, not run:
+        the Prepared runs it later on a new first input (padloss.torch plans a backward
+        in its forward, before the gradient exists)."""
+        key = signature(inputs, params)
+        known = self.allocating.known(key)
+        if known is None:
+            known = self._allocating(args, inputs, params, key, None)[0]
+        return Prepared(known, inputs)
+
     def call(self, args: tuple, inputs: tuple, params: Any, out: Any, backend: str | None) -> Any:
         """The one-shot call: ``out`` written in place, or a new output; returned."""
         if out is None:
             key = signature(inputs, params)
             known = self.allocating.known(key)
             if known is None:
-                checked = self.validate_inputs(*args)
-                out = empty_like_output(checked.template, checked.shape, checked.dtype)
-                executor = self._planned(checked, out, "out", signature(inputs + (out,), params), backend)
-                self.allocating.remember(key, executor.problem)
-                return executor.run()
+                return self._allocating(args, inputs, params, key, backend)[1].run()
             out = known.new_output()
             buffers = inputs + (out,)
         else:

@@ -260,6 +260,50 @@ def test_l1_loss_takes_the_aclnn_reduction_codes_too():
         assert torch.equal(g_code, g_name)
 
 
+FORWARD_MIXES = [(d, d) for d in DTYPES] + [(torch.float16, torch.bfloat16), (torch.float32, torch.int64),
+                                              (torch.bfloat16, torch.float32)]
+
+
+@pytest.mark.parametrize("x_dtype, t_dtype", FORWARD_MIXES, ids=str)
+@pytest.mark.parametrize("shape", [(), (7,), (3, 1000), (2, 100003)])
+def test_l1_loss_forward_is_torchs_bit_for_bit(x_dtype, t_dtype, shape):
+    """padloss.torch computes the forward with the ops ATen's l1_loss is made of: F.l1_loss's
+    bits and dtype, every reduction, at sizes where the mean's summation order would show."""
+    x = rand(shape, torch.float64, 3).mul(100).to(x_dtype)
+    t = rand(shape, torch.float64, 4).mul(100).to(t_dtype)
+    for reduction in REDUCTIONS:
+        ours, torchs = pt.l1_loss(x, t, reduction), F.l1_loss(x, t, reduction=reduction)
+        assert ours.dtype == torchs.dtype and ours.shape == torchs.shape
+        assert torch.equal(ours.view(-1).double(), torchs.view(-1).double())
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_a_small_l1_backward_is_planned_in_the_forward(reduction, monkeypatch):
+    """The backward runs the forward's plan (padloss.l1_loss.prepare) on the incoming gradient:
+    padloss's bits. A gradient of other strides than planned (the expanded one of 'none'
+    under .sum()) is computed anew, the same bits; a large input is not planned ahead."""
+    ran = []
+    real = ops.run_prepared_l1
+    monkeypatch.setattr(ops, "run_prepared_l1", lambda p, g: ran.append(real(p, g)) or ran[-1])
+    x = rand((3, 4), torch.float16, 1, requires_grad=True)
+    t = rand((3, 4), torch.float16, 2)
+    t.view(-1)[::3] = x.detach().view(-1)[::3]   # equal elements: sign 0
+    loss = pt.l1_loss(x, t, reduction)
+    g = rand(loss.shape, loss.dtype, 5)
+    loss.backward(g)
+    assert ran[-1] is not None
+    assert_bits(x.grad, reference.l1_loss_backward(to_numpy(g), to_numpy(x), to_numpy(t), reduction))
+    x.grad = None
+    pt.l1_loss(x, t, reduction).sum().backward()     # 'none': an expanded gradient
+    assert (ran[-1] is None) == (reduction == "none")
+    ones = np.ones(() if reduction != "none" else (3, 4), np.float16)
+    assert_bits(x.grad, reference.l1_loss_backward(ones, to_numpy(x), to_numpy(t), reduction))
+    ran.clear()
+    large = rand((ops.PREPARED_MAX_ELEMENTS + 1,), torch.float32, 6, requires_grad=True)
+    pt.l1_loss(large, torch.zeros_like(large), reduction).sum().backward()
+    assert not ran
+
+
 def test_only_the_target_may_need_a_gradient():
     x, t = rand((3, 4), torch.float32, 1), rand((3, 4), torch.bfloat16, 2, requires_grad=True)
     pt.l1_loss(x, t, "sum").backward()
@@ -431,8 +475,14 @@ def test_patch_routes_circular_conv2d_and_l1_loss_to_padloss(monkeypatch):
         calls["l1"] += 1
         return real_l1(*args, **kwargs)
 
+    def l1_prepared(prepared, grad, _real=ops.run_prepared_l1):   # a backward planned in the forward
+        result = _real(prepared, grad)
+        calls["l1"] += result is not None
+        return result
+
     monkeypatch.setattr(padloss, "circular_pad2d_backward", pad)
     monkeypatch.setattr(padloss, "l1_loss_backward", l1)
+    monkeypatch.setattr(ops, "run_prepared_l1", l1_prepared)
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(2, 3, 3, padding=1, padding_mode="circular")
     x, t = rand((2, 2, 5, 5), torch.float32, 1, requires_grad=True), rand((2, 3, 5, 5), torch.float32, 2)

@@ -29,7 +29,7 @@ from torch import nn  # noqa: E402
 
 import padloss  # noqa: E402
 import padloss.torch  # noqa: E402
-from padloss.torch import patching  # noqa: E402
+from padloss.torch import ops, patching  # noqa: E402
 
 ORIGINAL_PAD = F.pad
 ORIGINAL_L1 = F.l1_loss
@@ -63,7 +63,9 @@ def make_batch() -> tuple["torch.Tensor", "torch.Tensor"]:
 
 
 def install_spy(setattr_) -> collections.Counter:
-    """Count calls of padloss's two public backward kernels (setattr_: how to replace)."""
+    """Count calls of padloss's two public backward kernels, and L1 backwards run from the
+    plan their forward made (padloss.torch.ops.run_prepared_l1), as l1_loss_backward's
+    (setattr_: how to replace)."""
     calls: collections.Counter = collections.Counter()
     for name in SPIED:
         original = getattr(padloss, name)
@@ -74,6 +76,13 @@ def install_spy(setattr_) -> collections.Counter:
             return _original(*args, **kwargs)
 
         setattr_(padloss, name, counting)
+
+    def counting_prepared(prepared, grad, _original=ops.run_prepared_l1):
+        result = _original(prepared, grad)
+        calls["l1_loss_backward"] += result is not None
+        return result
+
+    setattr_(ops, "run_prepared_l1", counting_prepared)
     return calls
 
 

@@ -98,19 +98,37 @@ def check_l1_loss(input: torch.Tensor, target: torch.Tensor) -> tuple[tuple[int,
 REDUCTION_NAMES = {code: name for name, code in l1_rules.REDUCTIONS.items()}   # torch's forward takes names
 
 
+def _l1_forward(input: torch.Tensor, target: torch.Tensor, reduction: str) -> torch.Tensor:
+    """torch's l1_loss as ATen composes it, ``|input - target|`` then its mean or sum (the
+    same ops: bit-identical, a test holds it), without F.l1_loss's Python around it
+    (broadcast_tensors and its checks: ~3 us of a tiny forward, here checked already);
+    target of another shape goes through F.l1_loss, for its broadcast warning."""
+    if target.shape != input.shape:
+        return torch_functions.l1_loss(input, target, reduction=reduction)
+    difference = torch.sub(input, target).abs_()
+    if reduction == "none":
+        return difference
+    return difference.mean() if reduction == "mean" else difference.sum()
+
+
 class _L1Loss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, target, reduction, code, shape, promoted):
         ctx.save_for_backward(input, target)
         ctx.code, ctx.shape, ctx.promoted = code, shape, promoted
-        return torch_functions.l1_loss(input, target, reduction=reduction)
+        loss = _l1_forward(input, target, reduction)
+        plain = ctx.needs_input_grad[0] and input.shape == shape and input.dtype == promoted
+        ctx.prepared = ops.prepare_l1_backward(input, target, code, loss) if plain else None
+        return loss
 
     @staticmethod
     def backward(ctx, grad):
-        input, target = ctx.saved_tensors
+        input, target = ctx.saved_tensors   # also torch's check that neither changed since
         needs_input, needs_target = ctx.needs_input_grad[:2]
         grad_input = grad_target = None
-        if needs_input:
+        if ctx.prepared is not None:
+            grad_input = ops.run_prepared_l1(ctx.prepared, grad)
+        if needs_input and grad_input is None:
             grad_input = _gradient_for(ctx, input, grad, input, target)
         if needs_target:
             if needs_input and (target.shape, target.dtype) == (input.shape, input.dtype):

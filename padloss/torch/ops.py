@@ -20,6 +20,7 @@ padloss's own call).
 """
 # No ``from __future__ import annotations``: custom_op reads the kernels' annotations as
 # types, and torch 2.4 cannot parse them from strings.
+import functools
 from typing import Optional, Sequence
 
 import numpy as np
@@ -212,6 +213,44 @@ def _refusing_library(why: str):
 
 
 _refusing = None if CUSTOM_OPS_MISSING is None else _refusing_library(CUSTOM_OPS_MISSING)
+
+
+# The most elements of an input whose L1 backward is planned in its forward: the NumPy views
+# the plan holds keep input and target alive as long as the graph, past the backward.
+PREPARED_MAX_ELEMENTS = 1 << 16
+
+
+def prepare_l1_backward(input: torch.Tensor, target: torch.Tensor, reduction: int,
+                        loss: torch.Tensor) -> Optional[l1_rules.Prepared]:
+    """In a forward of small CPU tensors, its backward's padloss call for input's gradient
+    in the promoted dtype (what :func:`l1_backward` makes when ``dtype`` is None),
+    validated and planned on NumPy views of input and target, to be run by
+    :func:`run_prepared_l1`: a tiny backward then views only the gradient (~2 us of ~4).
+    None where there is nothing to gain or the views cannot be made."""
+    if (not (input.is_cpu and target.is_cpu) or input.numel() > PREPARED_MAX_ELEMENTS
+            or target.numel() > PREPARED_MAX_ELEMENTS or torch_compat.is_compiling()):
+        return None
+    op = padloss.l1_loss_backward.__name__
+    try:
+        views = _native(op, "self", input), _native(op, "target", target)
+    except padloss.PadlossError:   # the backward's own call will say why
+        return None
+    grad = np.empty(() if reduction else loss.shape, _numpy_dtype(loss.dtype))
+    return l1_rules.prepare(grad, *views, reduction)
+
+
+@functools.lru_cache(maxsize=None)
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return arrays.numpy_dtype(dtype_name(dtype))
+
+
+def run_prepared_l1(prepared: l1_rules.Prepared, grad: torch.Tensor) -> Optional[torch.Tensor]:
+    """The gradient :func:`prepare_l1_backward` planned, for the incoming ``grad``; None
+    where the call must be seen (see :func:`l1_backward`) or grad is not as planned."""
+    if not _direct() or not grad.is_cpu:
+        return None
+    result = prepared.run(_native(padloss.l1_loss_backward.__name__, "grad_output", grad))
+    return None if result is None else _from_numpy(result)
 
 
 def _direct() -> bool:
