@@ -180,6 +180,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--thp", action="store_true",
                    help=f"run in a child process with {THP_VAR}=1 (torch's huge-page allocator)")
     b.add_argument("--json", action="store_true", help="print the full report as JSON instead of the table")
+    b.add_argument("--cold", action="store_true",
+                   help="time the start on an empty compile cache instead: each op's first call, "
+                        "`padloss check` and the main job, also in reference compile units (minutes)")
     b.add_argument("--plot", metavar="FILE.png", help="also plot GB/s against size (needs matplotlib)")
     c = sub.add_parser("cache", help="the compile cache: info, verify (exit 1 on a damaged entry), clear",
                        description="info: its folder, size, entries per op and stale versions; verify: "

@@ -5,6 +5,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -301,6 +302,29 @@ def test_bench_thp_reruns_itself_with_torchs_huge_page_allocator(monkeypatch):
     assert cli.main(["bench", "--thp", "--quick", "--json"]) == 0
     assert seen["cmd"] == [sys.executable, "-m", "padloss", "bench", "--quick", "--json"]
     assert seen["env"][run.THP_VAR] == "1"
+
+
+def test_bench_cold_times_fresh_processes_on_empty_caches_in_reference_units(monkeypatch, capsys):
+    """Each figure is a fresh process on an empty cache folder of its own, reported in seconds
+    and in units of this machine's reference compile (timed here for real, once)."""
+    from padloss.bench import cold
+
+    unit = cold.reference_unit_s(runs=1)
+    assert 0 < unit < 60
+    folders = []
+
+    def fake_run(argv, cache_dir):
+        assert cache_dir is not None and os.listdir(cache_dir) == []   # empty, its own
+        folders.append(cache_dir)
+        return "2.5\n"
+
+    monkeypatch.setattr(cold, "_run", fake_run)
+    monkeypatch.setattr(cold, "reference_unit_s", lambda: 0.5)
+    assert cli.main(["bench", "--cold"]) == 0
+    out = capsys.readouterr().out
+    assert len(set(folders)) == len(folders) == len(cold.FIRST_CALLS) * 3 + len(cold.COMMANDS)
+    assert re.search(r"first call l1_loss_backward bfloat16 +2\.50 +5\.0\n", out)
+    assert "padloss check" in out and "reference unit" in out
 
 
 def test_bare_padloss_runs_the_quick_bench(monkeypatch):

@@ -150,6 +150,10 @@ def compile_ahead(args: argparse.Namespace) -> dict[str, list[str]]:
 
 def bench(args: argparse.Namespace) -> int:
     """``padloss bench`` with its parsed arguments (padloss.cli); the exit status."""
+    if args.cold:
+        from . import cold
+
+        return cold.main()
     if args.thp and os.environ.get(THP_VAR) != "1":
         return _rerun_with_thp(args.argv)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
