@@ -13,6 +13,7 @@ from .dispatch import BackendInfo, available_backends, use_backend
 from .errors import BackendError, InvalidArgumentError, NullArgumentError, PadlossError, Status
 from .executor import Executor
 from .l1_loss import l1_loss_backward, l1_loss_backward_get_workspace_size
+from .npu_targets import Target, targets
 from .plan_cache import plan_cache
 from .warmup import warmup
 
@@ -22,6 +23,6 @@ __all__ = [
     "Backend", "BackendError", "BackendInfo", "Executor", "InvalidArgumentError",
     "NullArgumentError", "PadlossError", "Status", "__version__", "available_backends", "config",
     "circular_pad2d_backward", "circular_pad2d_backward_get_workspace_size",
-    "l1_loss_backward", "l1_loss_backward_get_workspace_size", "plan_cache",
+    "l1_loss_backward", "l1_loss_backward_get_workspace_size", "plan_cache", "Target", "targets",
     "use_backend", "warmup",
 ]

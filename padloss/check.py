@@ -24,13 +24,21 @@ def differing(got: Any, want: np.ndarray) -> int:
     return int(np.count_nonzero(~(same | nan)))
 
 
-def run(cases: list[CheckCase] | None = None) -> int:
-    """Each case on every available backend; prints the table; 1 on any mismatch or crash."""
+def run(cases: list[CheckCase] | None = None, target: str | None = None) -> int:
+    """Each case on every available backend, under ``target`` (None: the setting's);
+    prints the table; 1 on any mismatch or crash. A call the target's product refuses
+    counts as refused, with its status, not as a failure."""
+    if target is None:
+        target = padloss.config.current.target
+    with padloss.config.set(target=target):
+        return _run(catalogue.check_cases() if cases is None else cases, target)
+
+
+def _run(cases: list[CheckCase], target: str) -> int:
     backends = [b.name for b in padloss.available_backends() if b.available]
     print(f"padloss check: {', '.join(catalogue.OPS)} on {', '.join(backends)} against padloss.reference, "
-          f"bit for bit (NaN payloads aside)")
-    rows, notes, failed = [], [], 0
-    cases = catalogue.check_cases() if cases is None else cases
+          f"bit for bit (NaN payloads aside), target {target}")
+    rows, notes, failed, refused = [], [], 0, 0
     progress = Progress(len(cases))
     for case in cases:
         progress.step(f"{case.op} {case.name}, {case.dtype}")
@@ -40,6 +48,10 @@ def run(cases: list[CheckCase] | None = None) -> int:
             try:
                 bad = differing(case.compute(backend), want)
             except padloss.PadlossError as exc:
+                if exc.target is not None:
+                    cells.append(f"refused {int(exc.status)}")
+                    refused += 1
+                    continue
                 cells.append("n/a")
                 notes.append(f"n/a  {backend}, {case.op} {case.name}, {case.dtype}: {exc}")
                 continue
@@ -55,6 +67,7 @@ def run(cases: list[CheckCase] | None = None) -> int:
     print(table(["op", "case", "dtype"] + backends, rows))
     for note in notes:
         print(note)
-    checked = len(rows) * len(backends)
-    print(f"{failed} of {checked} checks failed" if failed else f"all {checked} checks match")
+    checked = len(rows) * len(backends) - refused
+    print(f"{failed} of {checked} checks failed" if failed else f"all {checked} checks match", end="")
+    print(f"; {refused} calls refused by target {target} (docs/targets.md)" if refused else "")
     return 1 if failed else 0

@@ -117,12 +117,17 @@ def _validate_output(meta: TensorMeta, inputs: Inputs, name: str) -> None:
         raise invalid_argument(OP, name, f"shape {meta.shape} must equal self's shape {inputs.shape}")
 
 
-_op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output)
+def _target_terms(inputs: Inputs, out: TensorMeta) -> tuple:
+    """What a target checks (padloss.npu_targets.check): self's dtype, grad_output's width."""
+    return (("self", inputs.dtype),), inputs.tensors[0].meta.shape[-1]
+
+
+_op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output, _target_terms)
 
 
 def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padding: Any,
-                                               grad_input: Any, *, backend: str | None = None
-                                               ) -> tuple[int, Executor]:
+                                               grad_input: Any, *, backend: str | None = None,
+                                               npu_target: str | None = None) -> tuple[int, Executor]:
     """Phase 1, aclnn-shaped: validate and plan; return (workspace bytes, executor).
 
     ``executor.run(workspace=None, stream=None)`` then writes ``grad_input``;
@@ -130,18 +135,20 @@ def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padd
     ``run(grad_output=..., grad_input=...)``.
     """
     return _op.get_workspace_size((grad_output, self, padding), (grad_output,),
-                                  _memo_params(self, padding), grad_input, backend)
+                                  _memo_params(self, padding), grad_input, backend, npu_target)
 
 
 def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: Any = None,
-                            backend: str | None = None) -> Any:
+                            backend: str | None = None, npu_target: str | None = None) -> Any:
     """Gradient of 2-D circular padding with respect to its input.
 
     ``padding`` is [left, right, top, bottom] (negative values crop, as in
     ``F.pad(mode="circular")``); ``self`` gives only the input's shape and
     dtype. Returns ``out`` (written in place) or a new array/tensor of the
     same kind as ``grad_output``. float16/bfloat16 are summed in float32 and
-    rounded once, half away from zero, as the Ascend kernel does.
+    rounded once, half away from zero, as the Ascend kernel does. ``npu_target``
+    names the Ascend product whose refusals apply (padloss.npu_targets; None: the
+    ``target`` setting).
     """
     return _op.call((grad_output, self, padding), (grad_output,), _memo_params(self, padding), out,
-                    backend)
+                    backend, npu_target)

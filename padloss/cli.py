@@ -65,6 +65,10 @@ def info(args: argparse.Namespace) -> int:
     cache = padloss.plan_cache
     print(f"plan cache (this process): {cache.size} of {cache.max_size} plans, "
           f"{cache.hits} hits, {cache.misses} misses")
+    print(f"targets (docs/targets.md; this one: {padloss.config.current.target}):")
+    for t in padloss.targets():
+        runs = ", ".join(op.removesuffix("_backward") for op in t.ops if t.supports(op)) or "neither op"
+        print(f"  {t.name:18} {t.product} (runs {runs})")
     print("settings (padloss.config):")
     for s in padloss.config.SETTINGS:
         print(f"  {s.name:13} {getattr(padloss.config.current, s.name)!r:10} {s.variable}")
@@ -76,7 +80,7 @@ def info(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     from . import check
 
-    return check.run()
+    return check.run(target=args.target)
 
 
 def warmup(args: argparse.Namespace) -> int:
@@ -154,8 +158,11 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", metavar="{info,check,warmup,bench,cache}")
     sub.add_parser("info", help="version, backends, threads, compile cache and its kernel variants, "
                                      "plan cache, settings")
-    sub.add_parser("check", help="both ops on every available backend against padloss.reference; "
-                                 "exit status 1 on any mismatch")
+    k = sub.add_parser("check", help="both ops on every available backend against padloss.reference; "
+                                     "exit status 1 on any mismatch")
+    k.add_argument("--target", choices=[t.name for t in padloss.targets()], default=None,
+                   help="check under this target (docs/targets.md): what its product refuses is "
+                        "counted as refused; default: the target setting")
     w = sub.add_parser("warmup", help="compile (or load) the common kernels ahead, one process per op",
                        description="Compile, or load from the disk cache, the kernels padloss.warmup() "
                                    "prepares (serial and parallel variants), all ops at once.")

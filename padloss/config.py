@@ -50,6 +50,12 @@ def _bool(value: Any) -> bool:
     return isinstance(value, bool)
 
 
+def _target(value: Any) -> bool:
+    from .npu_targets import TARGETS
+
+    return value in TARGETS
+
+
 SETTINGS = (
     Setting("backend", "PADLOSS_BACKEND", None, _text_or_none, _str_or_none, "the next call",
             "backend for calls that name none outside a `use_backend()` block; unset: automatic"),
@@ -62,6 +68,9 @@ SETTINGS = (
     Setting("cache_trusted", "PADLOSS_CACHE_TRUSTED", False, _one, _bool,
             "the next kernel saved or loaded",
             "`1` uses a compile cache folder that others can write (its files are machine code)"),
+    Setting("target", "PADLOSS_TARGET", "spec", str.strip, _target, "the next call",
+            "the Ascend product whose refusals and numerics calls reproduce (docs/targets.md); "
+            "`spec`: the contract, no product's limits"),
     Setting("ascend_aclnn", "PADLOSS_ASCEND_ACLNN", True, _not_zero, _bool,
             "plans built after the change", "call CANN's native circular-pad kernel when it "
                                              "exists; `0` keeps the torch-ops path"),

@@ -23,10 +23,12 @@ class PadlossError(Exception):
     """A call padloss refused or could not run; ``status`` is the aclnn code.
 
     ``argument`` names the offending argument when there is one, so callers can
-    react programmatically without parsing the message.
+    react programmatically without parsing the message; ``target`` names the target
+    (padloss.targets()) whose product refused the call, when a product's rule did.
     """
 
     status: Status = Status.RUNTIME_ERROR
+    target: str | None = None
 
     def __init__(self, message: str, *, argument: str | None = None, status: Status | None = None):
         # BaseException.__new__ has stored the message in args already; not calling

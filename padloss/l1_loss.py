@@ -178,7 +178,14 @@ def _validate_output(meta: TensorMeta, inputs: Inputs, name: str) -> None:
                                          f"{inputs.shape} of grad_output, self and target")
 
 
-_op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output)
+def _target_terms(inputs: Inputs, out: TensorMeta) -> tuple:
+    """What a target checks (padloss.npu_targets.check): P, the output's dtype, and
+    whether an input is an integer."""
+    widened = any([t.meta.dtype not in FLOATS for t in inputs.tensors])
+    return (("self", inputs.dtype), ("out", out.dtype)), None, widened
+
+
+_op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output, _target_terms)
 
 
 def _reduction_key(reduction: Any) -> Any:
@@ -187,8 +194,8 @@ def _reduction_key(reduction: Any) -> Any:
 
 
 def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any, reduction: Any,
-                                        grad_input: Any, *, backend: str | None = None
-                                        ) -> tuple[int, Executor]:
+                                        grad_input: Any, *, backend: str | None = None,
+                                        npu_target: str | None = None) -> tuple[int, Executor]:
     """Phase 1, aclnn-shaped: validate and plan; return (workspace bytes, executor).
 
     ``executor.run(workspace=None, stream=None)`` then writes ``grad_input``; it
@@ -197,7 +204,7 @@ def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any
     """
     grad_output = _grad_output_array(grad_output, self, target)
     return _op.get_workspace_size((grad_output, self, target, reduction), (grad_output, self, target),
-                                  _reduction_key(reduction), grad_input, backend)
+                                  _reduction_key(reduction), grad_input, backend, npu_target)
 
 
 def prepare(grad_output: np.ndarray, self: np.ndarray, target: np.ndarray, reduction: int) -> Prepared:
@@ -209,7 +216,7 @@ def prepare(grad_output: np.ndarray, self: np.ndarray, target: np.ndarray, reduc
 
 
 def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = "mean", *,
-                     out: Any = None, backend: str | None = None) -> Any:
+                     out: Any = None, backend: str | None = None, npu_target: str | None = None) -> Any:
     """Gradient of ``l1_loss(self, target, reduction)`` with respect to ``self``.
 
     The inputs broadcast to B (up to 8 dims); ``grad_output`` is usually a 0-d
@@ -218,8 +225,10 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     grad_output`` (times 1/d0/d1/... in float32 for "mean"), computed in float32
     (float64 when an input is float64) and rounded once, to nearest even, to the
     output dtype. Returns ``out`` (any float dtype; written in place) or a new
-    array/tensor of dtype P and the kind of ``self``.
+    array/tensor of dtype P and the kind of ``self``. ``npu_target`` names the
+    Ascend product whose refusals apply (padloss.npu_targets; None: the ``target`` setting;
+    not ``target``, which is aclnn's name for the label).
     """
     grad_output = _grad_output_array(grad_output, self, target)
     return _op.call((grad_output, self, target, reduction), (grad_output, self, target),
-                    _reduction_key(reduction), out, backend)
+                    _reduction_key(reduction), out, backend, npu_target)

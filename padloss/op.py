@@ -10,12 +10,17 @@ An op module (padloss.circular_pad, padloss.l1_loss) fills in an
   dtype an output gets, the Problem's params, the template of a new output);
 - ``validate_output(meta, inputs, name)``: the op's rules on the output's
   dtype and shape (the rules shared by every op, a writable output on the
-  inputs' device that overlaps none of them, are checked here).
+  inputs' device that overlaps none of them, are checked here);
+- ``target_terms(inputs, output_meta)``: what a target's refusals read
+  (padloss.npu_targets.check): the dtypes it checks, by argument, the pad's width,
+  whether an input is an integer.
 
 Its public functions then pass their arguments through: ``args`` as the
 validator takes them, ``inputs`` (the input buffers as the caller gave them)
 and ``params``, the op's parameters as a memo-key part (None when they are not
-known exactly; padloss.fastpath explains the memo and the fast path).
+known exactly; padloss.fastpath explains the memo and the fast path), and
+``target``, the call's ``target=`` (None: the setting), checked once the op's
+own rules passed; the memo keys on its name.
 
 The output's name in errors is ``grad_input`` in the two-phase form and
 ``out`` in the one-shot call. All checks run before a backend is asked for
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from . import npu_targets
 from .aliasing import check_output_overlap
 from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output
 from .errors import invalid_argument, null_argument
@@ -47,38 +53,40 @@ class OpDefinition:
     """One op's phase 1 and one-shot call, from its validators (see the module)."""
 
     __slots__ = ("op", "buffers", "inputs", "one_shot_names", "validate_inputs", "validate_output",
-                 "given", "allocating")
+                 "target_terms", "given", "allocating")
 
     def __init__(self, op: str, buffers: tuple[str, ...],
                  validate_inputs: Callable[..., Inputs],
-                 validate_output: Callable[[TensorMeta, Inputs, str], None]):
+                 validate_output: Callable[[TensorMeta, Inputs, str], None],
+                 target_terms: Callable[[Inputs, TensorMeta], tuple]):
         self.op = op
         self.buffers = buffers
         self.inputs = buffers[:-1]
         self.one_shot_names = self.inputs + ("out",)
         self.validate_inputs = validate_inputs
         self.validate_output = validate_output
+        self.target_terms = target_terms
         self.given = ValidatedCalls(op)        # calls given their output
         self.allocating = ValidatedCalls(op)   # calls that allocate it
 
     def get_workspace_size(self, args: tuple, inputs: tuple, params: Any, grad_input: Any,
-                           backend: str | None) -> tuple[int, Executor]:
+                           backend: str | None, target: str | None) -> tuple[int, Executor]:
         """The two-phase form's phase 1: (workspace bytes, executor)."""
-        executor = self.plan(args, inputs, params, grad_input, "grad_input", backend)
+        executor = self.plan(args, inputs, params, grad_input, "grad_input", backend, target)
         return executor.workspace_size, executor
 
     def plan(self, args: tuple, inputs: tuple, params: Any, output: Any, name: str,
-             backend: str | None) -> Executor:
+             backend: str | None, target: str | None) -> Executor:
         """Phase 1 for a given output (``name`` as the caller called it)."""
         buffers = inputs + (output,)
-        key = signature(buffers, params)
+        key = signature(buffers, params, target)
         known = self.given.checked(key, buffers, self.inputs + (name,))
         if known is not None:
             return make_executor(known.problem, self.buffers, as_tensors(known.problem, buffers), backend)
-        return self._planned(self.validate_inputs(*args), output, name, key, backend)
+        return self._planned(self.validate_inputs(*args), output, name, key, backend, target)
 
     def _planned(self, checked: Inputs, output: Any, name: str, key: tuple | None,
-                 backend: str | None) -> Executor:
+                 backend: str | None, target: str | None) -> Executor:
         """The rest of phase 1 once the inputs passed: the output's rules, the
         Problem, the plan; the verdict is remembered under ``key``."""
         op = self.op
@@ -91,44 +99,47 @@ class OpDefinition:
             raise invalid_argument(op, name, f"is on {gi.device} but {self.inputs[0]} is on {go.device}")
         tensors = checked.tensors + (gi,)
         check_output_overlap(op, self.inputs + (name,), tensors)
+        npu_targets.check(npu_targets.resolve(op, target), op, *self.target_terms(checked, gi.meta))
         problem = Problem(op, gi.device, tuple([t.meta for t in tensors]), checked.params)
         executor = make_executor(problem, self.buffers, tensors, backend)
         self.given.remember(key, problem)
         return executor
 
     def _allocating(self, args: tuple, inputs: tuple, params: Any, key: tuple | None,
-                    backend: str | None) -> tuple[Known, Executor]:
+                    backend: str | None, target: str | None) -> tuple[Known, Executor]:
         """An allocating call validated and planned on a new output (not run yet), and
         remembered under ``key``."""
         checked = self.validate_inputs(*args)
         out = empty_like_output(checked.template, checked.shape, checked.dtype)
-        executor = self._planned(checked, out, "out", signature(inputs + (out,), params), backend)
+        given_key = signature(inputs + (out,), params, target)
+        executor = self._planned(checked, out, "out", given_key, backend, target)
         return self.allocating.remember(key, executor.problem), executor
 
     def prepare(self, args: tuple, inputs: tuple, params: Any) -> Prepared:
-        """An allocating call on NumPy ``inputs`` validated and planned ahead, not run:
-        the Prepared runs it later on a new first input (padloss.torch plans a backward
-        in its forward, before the gradient exists)."""
-        key = signature(inputs, params)
+        """An allocating call on NumPy ``inputs`` validated and planned ahead (under the
+        target setting), not run: the Prepared runs it later on a new first input
+        (padloss.torch plans a backward in its forward, before the gradient exists)."""
+        key = signature(inputs, params, None)
         known = self.allocating.known(key)
         if known is None:
-            known = self._allocating(args, inputs, params, key, None)[0]
+            known = self._allocating(args, inputs, params, key, None, None)[0]
         return Prepared(known, inputs)
 
-    def call(self, args: tuple, inputs: tuple, params: Any, out: Any, backend: str | None) -> Any:
+    def call(self, args: tuple, inputs: tuple, params: Any, out: Any, backend: str | None,
+             target: str | None) -> Any:
         """The one-shot call: ``out`` written in place, or a new output; returned."""
         if out is None:
-            key = signature(inputs, params)
+            key = signature(inputs, params, target)
             known = self.allocating.known(key)
             if known is None:
-                return self._allocating(args, inputs, params, key, backend)[1].run()
+                return self._allocating(args, inputs, params, key, backend, target)[1].run()
             out = known.new_output()
             buffers = inputs + (out,)
         else:
             buffers = inputs + (out,)
-            key = signature(buffers, params)
+            key = signature(buffers, params, target)
             known = self.given.checked(key, buffers, self.one_shot_names)
             if known is None:
-                return self._planned(self.validate_inputs(*args), out, "out", key, backend).run()
+                return self._planned(self.validate_inputs(*args), out, "out", key, backend, target).run()
         run_once(known, buffers, backend)
         return out

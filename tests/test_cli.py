@@ -130,6 +130,31 @@ def test_check_passes_on_every_available_backend(monkeypatch):
     assert lines[-1] == f"all {len(rows) * len(backends)} checks match"
 
 
+def test_check_under_a_target_counts_what_its_product_refuses(monkeypatch):
+    """atlas-inference runs no circular pad and takes no bfloat16 L1: those calls are refused
+    with their statuses, the others still checked; the exit status is 0."""
+    picked = {}
+    for case in catalogue.check_cases():
+        picked.setdefault((case.op, case.dtype), case)
+    cases = [picked[("circular_pad2d_backward", "float32")], picked[("l1_loss_backward", "float32")],
+             picked[("l1_loss_backward", "bfloat16")]]
+    monkeypatch.setattr(catalogue, "check_cases", lambda: cases)
+    status, out = run_cli("check", "--target", "atlas-inference")
+    assert status == 0, out
+    rows = {}
+    for line in out.splitlines():
+        if line.startswith(("circular_pad2d_backward", "l1_loss_backward")):
+            op, _, rest = line.partition(" ")
+            dtype, cells = re.search(r"\b(float16|bfloat16|float32)\b +(.*)$", rest).groups()
+            rows[op, dtype] = cells.split()
+    assert set(rows[("circular_pad2d_backward", "float32")]) == {"refused", "561103"}
+    assert "refused" not in rows[("l1_loss_backward", "float32")]
+    assert set(rows[("l1_loss_backward", "bfloat16")]) == {"refused", "161002"}
+    assert "target atlas-inference" in out.splitlines()[0]
+    assert out.splitlines()[-1].endswith("calls refused by target atlas-inference (docs/targets.md)")
+    assert padloss.config.current.target == "spec"       # put back
+
+
 def test_check_exits_1_on_a_mismatch(monkeypatch):
     cases = [c for c in catalogue.check_cases() if c.dtype == "float32"][:3]
     monkeypatch.setattr(catalogue, "check_cases", lambda: cases)

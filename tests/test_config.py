@@ -19,7 +19,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def test_the_environment_is_read_at_import():
     env = {k: v for k, v in os.environ.items() if not k.startswith("PADLOSS_")}
     env.update(PADLOSS_BACKEND="numba", PADLOSS_NUMBA_CACHE="0", PADLOSS_CACHE_DIR="/nowhere",
-               PADLOSS_CACHE_TRUSTED="1", PADLOSS_ASCEND_ACLNN="0")
+               PADLOSS_CACHE_TRUSTED="1", PADLOSS_ASCEND_ACLNN="0", PADLOSS_TARGET="atlas-a2")
     script = ("import json, os, padloss\n"
               "before = padloss.config.settings()\n"
               "os.environ['PADLOSS_BACKEND'] = 'torch'\n"          # edits after import: no effect
@@ -28,7 +28,7 @@ def test_the_environment_is_read_at_import():
                           check=True)
     before, after = json.loads(proc.stdout)
     assert before == after == {"backend": "numba", "numba_cache": False, "cache_dir": "/nowhere",
-                               "cache_trusted": True, "ascend_aclnn": False}
+                               "cache_trusted": True, "target": "atlas-a2", "ascend_aclnn": False}
 
 
 def test_defaults_without_variables(monkeypatch):
@@ -37,7 +37,7 @@ def test_defaults_without_variables(monkeypatch):
     try:
         config.reload()
         assert config.settings() == {"backend": None, "numba_cache": True, "cache_dir": None,
-                                     "cache_trusted": False, "ascend_aclnn": True}
+                                     "cache_trusted": False, "target": "spec", "ascend_aclnn": True}
     finally:
         monkeypatch.undo()
         config.reload()

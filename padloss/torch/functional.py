@@ -19,7 +19,8 @@ import torch
 
 from padloss import circular_pad as pad_rules
 from padloss import l1_loss as l1_rules
-from padloss import torch_compat
+from padloss import npu_targets, rules, torch_compat
+from padloss.config import current as settings
 
 from . import ops, torch_functions
 
@@ -48,13 +49,16 @@ def _remembered(check):
 
 
 @_remembered
-def _pad_verdict(shape: torch.Size, dtype: torch.dtype, pads: tuple[int, int, int, int]) -> None:
-    pad_rules.check_metadata(tuple(shape), ops.dtype_name(dtype), pads)
+def _pad_verdict(shape: torch.Size, dtype: torch.dtype, pads: tuple[int, int, int, int], target: str) -> None:
+    op, name = pad_rules.OP, ops.dtype_name(dtype)
+    grad_output_shape = pad_rules.check_metadata(tuple(shape), name, pads)
+    npu_targets.check(npu_targets.resolve(op, target), op, (("self", name),), grad_output_shape[-1])
 
 
 def check_circular_pad2d(input: torch.Tensor, pads: tuple[int, int, int, int]) -> None:
-    """padloss's rules for this forward (raises PadlossError naming the rule)."""
-    _pad_verdict(input.shape, input.dtype, pads)
+    """padloss's rules for this forward, the target setting's too (raises PadlossError
+    naming the rule)."""
+    _pad_verdict(input.shape, input.dtype, pads, settings.target)
 
 
 class _CircularPad2d(torch.autograd.Function):
@@ -83,16 +87,22 @@ def circular_pad2d(input: torch.Tensor, padding: int | Sequence[int]) -> torch.T
 
 @_remembered
 def _l1_verdict(input_dtype: torch.dtype, input_shape: torch.Size, target_dtype: torch.dtype,
-                target_shape: torch.Size, device: torch.device, target_device: torch.device):
-    input_name = ops.dtype_name(input_dtype)
-    return l1_rules.check_metadata(((input_name, (), device), (input_name, tuple(input_shape), device),
-                                    (ops.dtype_name(target_dtype), tuple(target_shape), target_device)))
+                target_shape: torch.Size, device: torch.device, target_device: torch.device, npu_target: str):
+    input_name, target_name = ops.dtype_name(input_dtype), ops.dtype_name(target_dtype)
+    shape, promoted = l1_rules.check_metadata(
+        ((input_name, (), device), (input_name, tuple(input_shape), device),
+         (target_name, tuple(target_shape), target_device)))
+    op, floats = l1_rules.OP, rules.FLOATS
+    npu_targets.check(npu_targets.resolve(op, npu_target), op, (("self", promoted), ("out", input_name)),
+                  widened=input_name not in floats or target_name not in floats)
+    return shape, promoted
 
 
 def check_l1_loss(input: torch.Tensor, target: torch.Tensor) -> tuple[tuple[int, ...], str]:
     """padloss's rules for this forward; return B and P. grad_output will be the
     loss's gradient: 0-d for mean and sum, B for none (it broadcasts either way)."""
-    return _l1_verdict(input.dtype, input.shape, target.dtype, target.shape, input.device, target.device)
+    return _l1_verdict(input.dtype, input.shape, target.dtype, target.shape, input.device, target.device,
+                       settings.target)
 
 
 REDUCTION_NAMES = {code: name for name, code in l1_rules.REDUCTIONS.items()}   # torch's forward takes names

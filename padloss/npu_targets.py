@@ -1,0 +1,132 @@
+"""Targets: which Ascend product padloss reproduces, its refusals and its numerics.
+
+A target names a product family as CANN's documents list them. For each op it holds
+whether the product runs it, the dtypes it takes (the pad: self's; L1: the promoted
+dtype P, which CANN's op_api checks against a list per SoC), the pad's width limit
+and the numerics model of the kernel the product runs. docs/targets.md gives each
+entry's sources and what is unverified; tests hold this table to that page.
+
+The target of a call: the ops' ``npu_target=`` argument, else the ``target`` setting
+(``PADLOSS_TARGET``; ``padloss.config.set(target=...)``, also as a ``with`` block),
+else :data:`DEFAULT`: ``spec``, the contract of docs/ with no product's limits (what
+padloss did before targets: every result under it is unchanged).
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .errors import BackendError, InvalidArgumentError, PadlossError, Status
+
+PAD = "circular_pad2d_backward"
+L1 = "l1_loss_backward"
+HALF_AND_SINGLE = frozenset({"float16", "float32"})
+NPU = frozenset({"float16", "bfloat16", "float32"})
+# The pad's last-dim limit of gradOutput, exclusive, per dtype (the aclnn page; its README
+# says 16384 / 24576: docs/targets.md, "Conflicts").
+PAD_WIDTH_LIMITS = {"float16": 16362, "bfloat16": 16362, "float32": 24544}
+
+
+class OpSupport(NamedTuple):
+    """What a product does with one op."""
+
+    dtypes: frozenset[str] | None        # None: every dtype padloss takes (the spec target)
+    numerics: str                        # the kernel's numerics model, by name
+    width_limits: dict[str, int] | None  # the pad's limit of grad_output's last dim, per dtype
+    modelled: bool = True                # False: padloss does not compute that model yet
+
+
+class Target(NamedTuple):
+    name: str
+    product: str                         # as CANN's product tables call it
+    socs: tuple[str, ...]                # the SoC names' prefixes (torch_npu's device names)
+    ops: dict[str, OpSupport | None]     # None: CANN does not run the op on this product
+
+    def supports(self, op: str) -> bool:
+        return self.ops.get(op) is not None
+
+
+_A2_A3 = {PAD: OpSupport(NPU, "spec", PAD_WIDTH_LIMITS), L1: OpSupport(NPU, "spec", None)}
+_NO_PAD_L1_HALF = {PAD: None, L1: OpSupport(HALF_AND_SINGLE, "spec", None)}
+
+TARGETS: dict[str, Target] = {t.name: t for t in (
+    Target("spec", "padloss's contract (docs/): no product's limits, float64 and integer extensions",
+           (), {PAD: OpSupport(None, "spec", None), L1: OpSupport(None, "spec", None)}),
+    Target("atlas-a2", "Atlas A2 training / inference products", ("Ascend910B",), _A2_A3),
+    Target("atlas-a3", "Atlas A3 training / inference series", ("Ascend910_93",), _A2_A3),
+    Target("atlas-training", "Atlas training series", ("Ascend910A", "Ascend910ProA", "Ascend910ProB",
+                                                        "Ascend910PremiumA"), _NO_PAD_L1_HALF),
+    Target("atlas-inference", "Atlas inference series", ("Ascend310P",), _NO_PAD_L1_HALF),
+    Target("atlas-200i-500-a2", "Atlas 200I/500 A2 inference products", ("Ascend310B",),
+           {PAD: None, L1: None}),
+    Target("ascend-950", "Ascend 950PR / Ascend 950DT", ("Ascend950",),
+           {PAD: OpSupport(NPU, "arch35-simt", PAD_WIDTH_LIMITS, modelled=False),
+            L1: OpSupport(NPU, "spec", None)}),
+)}
+DEFAULT = "spec"
+# The status CANN returns where a product has no kernel for the op, or its tiling refuses
+# the shape: the op_api's check of the kernel's result (CHECK_RET(... != nullptr,
+# ACLNN_ERR_INNER_NULLPTR)); unverified on hardware.
+NO_KERNEL = Status.INNER_NULLPTR
+
+
+def targets() -> list[Target]:
+    """Every target padloss knows, the default first."""
+    return list(TARGETS.values())
+
+
+ARGUMENT = "npu_target"   # the ops' keyword (L1's ``target`` is aclnn's label)
+
+
+def resolve(op: str, name: Any) -> Target:
+    """The Target called ``name`` (the call's ``npu_target=``, or the setting when None)."""
+    given = name is not None
+    if not given:
+        from .config import current
+
+        name = current.target
+    target = TARGETS.get(name) if isinstance(name, str) else None
+    if target is None:
+        where = f"argument '{ARGUMENT}'" if given else "the target setting (PADLOSS_TARGET)"
+        raise InvalidArgumentError(f"{op}: {where}: {name!r} is not a target; known: "
+                                   f"{', '.join(TARGETS)} (padloss.targets(), docs/targets.md)",
+                                   argument=ARGUMENT)
+    return target
+
+
+def check(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], width: int | None = None,
+          widened: bool = False) -> None:
+    """The target's refusals of a call the op's own rules accepted: the op on this
+    product; each (argument, dtype) of ``dtypes`` (self's for the pad; L1's promoted
+    dtype, named self, and its output's); the pad's ``width`` (grad_output's last dim);
+    ``widened``: an L1 input is an integer, which CANN's op_api casts to P before the
+    kernel (a model padloss does not compute yet). The error's ``target`` is its name."""
+    if target.name == DEFAULT:
+        return
+    refusal = _refusal(target, op, dtypes, width, widened)
+    if refusal is not None:
+        refusal.target = target.name
+        raise refusal
+
+
+def _refusal(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], width: int | None,
+             widened: bool) -> PadlossError | None:
+    support = target.ops.get(op)
+    where = f"target {target.name!r} ({target.product})"
+    if support is None:
+        return PadlossError(f"{op}: argument '{ARGUMENT}': {where} does not run this op (CANN's "
+                            f"product table; docs/targets.md)", argument=ARGUMENT, status=NO_KERNEL)
+    for argument, dtype in dtypes:
+        if support.dtypes is not None and dtype not in support.dtypes:
+            return InvalidArgumentError(f"{op}: argument '{argument}': dtype {dtype} is not one {where} "
+                                        f"takes ({', '.join(sorted(support.dtypes))})", argument=argument)
+    first = dtypes[0][1]
+    limit = support.width_limits.get(first) if support.width_limits and width is not None else None
+    if limit is not None and not 0 < width < limit:
+        return PadlossError(f"{op}: argument 'grad_output': its last dim {width} is past what {where} "
+                            f"runs: (0, {limit}) for {first}", argument="grad_output", status=NO_KERNEL)
+    if not support.modelled or widened:
+        what = (f"the numerics of its kernel ({support.numerics})" if not support.modelled
+                else "integer inputs, which its op_api casts to the promoted dtype first")
+        return BackendError(f"{op}: argument '{ARGUMENT}': padloss does not model {what} on {where} "
+                            f"yet (docs/targets.md)", argument=ARGUMENT)
+    return None

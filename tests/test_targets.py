@@ -1,0 +1,178 @@
+"""Targets (docs/targets.md): the refusal table of that page against what each call does,
+the pad's width limits, how a call picks its target, and the memo keeping them apart."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import padloss
+from padloss import Status, npu_targets
+from padloss.npu_targets import L1, PAD
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "targets.md"
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+OUTCOMES = {"ok": None, "model": Status.RUNTIME_ERROR, "161002": Status.PARAM_INVALID,
+            "561103": Status.INNER_NULLPTR}
+
+
+def _dtype(name):
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def refusal_table() -> dict[tuple[str, str, str], str]:
+    """(target, op, dtype) -> outcome, from the table docs/targets.md marks for this test."""
+    text = PAGE.read_text(encoding="utf-8")
+    rows = text.split("<!-- refusal table: tests/test_targets.py reads it -->", 1)[1].strip().splitlines()
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert header == ["target", "op", *DTYPES]
+    table = {}
+    for row in rows[2:]:
+        if not row.startswith("|"):
+            break
+        target, op, *outcomes = [c.strip() for c in row.strip("|").split("|")]
+        table.update({(target, op, dtype): outcome for dtype, outcome in zip(DTYPES, outcomes)})
+    return table
+
+
+def pad_call(dtype, width=7, **kwargs):
+    d = _dtype(dtype)
+    go = (np.arange(2 * 6 * width, dtype=np.float64) % 97).reshape(1, 2, 6, width).astype(d)
+    out = np.full((1, 2, 4, width - 2), 42, d)
+    return lambda: padloss.circular_pad2d_backward(go, out, (1, 1, 1, 1), out=out, **kwargs), out
+
+
+def l1_call(dtype, target_dtype=None, **kwargs):
+    d = _dtype(dtype)
+    x = np.array([[1.0, -2.0, 3.0], [0.5, 0.0, -1.0]]).astype(d)
+    t = np.zeros(3, _dtype(target_dtype or dtype))
+    out = np.full((2, 3), 42, d)
+    return lambda: padloss.l1_loss_backward(np.ones((), d), x, t, "mean", out=out, **kwargs), out
+
+
+CALLS = {PAD: pad_call, L1: l1_call}
+
+
+def outcome_of(call, out) -> Status | None:
+    before = out.copy()
+    try:
+        call()
+    except padloss.PadlossError as err:
+        np.testing.assert_array_equal(out.view(np.uint8), before.view(np.uint8))   # nothing written
+        return err.status
+    return None
+
+
+def test_the_refusal_table_covers_every_target_op_and_dtype():
+    table = refusal_table()
+    assert {k[0] for k in table} == set(npu_targets.TARGETS)
+    assert len(table) == len(npu_targets.TARGETS) * 2 * len(DTYPES)
+    assert set(table.values()) <= set(OUTCOMES)
+
+
+@pytest.mark.parametrize("key", sorted(refusal_table()), ids="-".join)
+def test_each_call_does_what_the_refusal_table_says(key):
+    target, op, dtype = key
+    call, out = CALLS[op](dtype, npu_target=target)
+    assert outcome_of(call, out) == OUTCOMES[refusal_table()[key]]
+
+
+def test_a_refusal_names_the_target_the_argument_and_the_status():
+    with pytest.raises(padloss.PadlossError, match="target 'atlas-inference' .*does not run this op") as err:
+        pad_call("float32", npu_target="atlas-inference")[0]()
+    assert err.value.status == Status.INNER_NULLPTR and err.value.argument == "npu_target"
+    refused = "dtype bfloat16 is not one target 'atlas-training'"
+    with pytest.raises(padloss.InvalidArgumentError, match=refused) as err:
+        l1_call("bfloat16", npu_target="atlas-training")[0]()
+    assert err.value.argument == "self"
+    with pytest.raises(padloss.InvalidArgumentError, match="dtype float64 is not one") as err:
+        x, t = np.ones(3, np.float32), np.zeros(3, np.float32)
+        padloss.l1_loss_backward(np.float32(1), x, t, "none", out=np.empty(3), npu_target="atlas-a2")
+    assert err.value.argument == "out"
+
+
+@pytest.mark.parametrize("dtype, limit", [("float16", 16362), ("bfloat16", 16362), ("float32", 24544)])
+def test_the_pads_width_limit_is_the_products_not_the_specs(dtype, limit):
+    """grad_output's last dim must lie in (0, limit) on the products (aclnn's page)."""
+    for target in ("atlas-a2", "atlas-a3"):
+        assert outcome_of(*pad_call(dtype, limit - 1, npu_target=target)) is None
+        assert outcome_of(*pad_call(dtype, limit, npu_target=target)) == Status.INNER_NULLPTR
+    assert outcome_of(*pad_call(dtype, limit, npu_target="spec")) is None
+    with pytest.raises(padloss.PadlossError, match=f"last dim {limit} is past"):
+        pad_call(dtype, limit, npu_target="atlas-a2")[0]()
+
+
+def test_integer_l1_inputs_are_refused_as_not_modelled_on_products():
+    """CANN casts them to P before its kernel; padloss models that only under spec."""
+    for target in ("atlas-a2", "ascend-950", "atlas-training"):
+        assert outcome_of(*l1_call("float16", "int32", npu_target=target)) == Status.RUNTIME_ERROR
+    assert outcome_of(*l1_call("float16", "int32", npu_target="spec")) is None
+
+
+def test_product_targets_give_the_specs_bits_where_they_run():
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((1, 2, 9, 11)).astype(np.float16)
+    x, t = rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    self_ = np.empty((1, 2, 5, 7), np.float16)
+    for target in ("atlas-a2", "atlas-a3"):
+        a = padloss.circular_pad2d_backward(g, self_, (2, 2, 2, 2), npu_target=target)
+        b = padloss.circular_pad2d_backward(g, self_, (2, 2, 2, 2))
+        np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+    for target in ("atlas-a2", "atlas-training", "ascend-950"):
+        a = padloss.l1_loss_backward(np.float32(0.3), x, t, "mean", npu_target=target)
+        np.testing.assert_array_equal(a, padloss.l1_loss_backward(np.float32(0.3), x, t, "mean"))
+
+
+def test_the_setting_a_block_and_the_argument_pick_the_target():
+    call, out = pad_call("float32")
+    assert padloss.config.current.target == npu_targets.DEFAULT
+    assert outcome_of(call, out) is None
+    with padloss.config.set(target="atlas-training"):
+        assert outcome_of(call, out) == Status.INNER_NULLPTR          # remembered under spec: not reused
+        assert outcome_of(*pad_call("float32", npu_target="atlas-a2")) is None   # the argument wins
+    assert outcome_of(call, out) is None
+    with pytest.raises(TypeError, match="not a valid value"):
+        padloss.config.set(target="atlas-a9")
+    with pytest.raises(padloss.InvalidArgumentError, match="'npu_target': 'atlas-a9' is not a target"):
+        pad_call("float32", npu_target="atlas-a9")[0]()
+
+
+def test_the_environment_variable_sets_the_target():
+    env = dict(os.environ, PADLOSS_TARGET="atlas-inference")
+    script = ("import numpy as np, padloss\n"
+              "go, out = np.ones((1, 1, 4, 4), np.float32), np.empty((1, 1, 2, 2), np.float32)\n"
+              "try:\n    padloss.circular_pad2d_backward(go, out, (1, 1, 1, 1))\n"
+              "except padloss.PadlossError as err:\n    print(int(err.status), err.argument)\n")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["561103", "npu_target"]
+
+
+def test_targets_lists_the_default_first_with_its_products():
+    listed = padloss.targets()
+    assert listed[0].name == npu_targets.DEFAULT == "spec"
+    assert [t.name for t in listed] == ["spec", "atlas-a2", "atlas-a3", "atlas-training", "atlas-inference",
+                                        "atlas-200i-500-a2", "ascend-950"]
+    assert all(t.supports(L1) == (t.name != "atlas-200i-500-a2") for t in listed)
+    page = PAGE.read_text(encoding="utf-8")
+    assert all(re.search(rf"^\| `{t.name}`", page, re.M) for t in listed)
+
+
+def test_padloss_torch_refuses_in_the_forward_under_a_target():
+    torch = pytest.importorskip("torch")
+    import padloss.torch as pt
+
+    x = torch.ones(1, 2, 4, 4, requires_grad=True)
+    with padloss.config.set(target="atlas-inference"):
+        with pytest.raises(padloss.PadlossError) as err:
+            pt.circular_pad2d(x, 1)
+        assert err.value.status == Status.INNER_NULLPTR
+        with pytest.raises(padloss.InvalidArgumentError, match="bfloat16"):
+            pt.l1_loss(x.detach().bfloat16().requires_grad_(), torch.zeros(1, 2, 4, 4, dtype=torch.bfloat16))
+        pt.l1_loss(x, torch.zeros(1, 2, 4, 4)).backward()     # float32: the product takes it
+    assert x.grad is not None
