@@ -70,6 +70,12 @@ class Backend:
         the plan-cache key."""
         return ()
 
+    def device_soc(self, device: str) -> str | None:
+        """The SoC name of ``device`` (one of this backend's devices, e.g. "npu:0"),
+        where the device is an Ascend product: its target (padloss.targets) then
+        decides the call's refusals. None by default."""
+        return None
+
     def describe(self) -> list[str]:
         """Lines ``padloss info`` prints about this backend's own state (threads,
         caches); nothing by default."""

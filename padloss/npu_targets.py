@@ -52,13 +52,13 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("spec", "padloss's contract (docs/): no product's limits, float64 and integer extensions",
            (), {PAD: OpSupport(None, "spec", None), L1: OpSupport(None, "spec", None)}),
     Target("atlas-a2", "Atlas A2 training / inference products", ("Ascend910B",), _A2_A3),
-    Target("atlas-a3", "Atlas A3 training / inference series", ("Ascend910_93",), _A2_A3),
+    Target("atlas-a3", "Atlas A3 training / inference series", ("Ascend910_93", "Ascend910C"), _A2_A3),
     Target("atlas-training", "Atlas training series", ("Ascend910A", "Ascend910ProA", "Ascend910ProB",
                                                         "Ascend910PremiumA"), _NO_PAD_L1_HALF),
     Target("atlas-inference", "Atlas inference series", ("Ascend310P",), _NO_PAD_L1_HALF),
     Target("atlas-200i-500-a2", "Atlas 200I/500 A2 inference products", ("Ascend310B",),
            {PAD: None, L1: None}),
-    Target("ascend-950", "Ascend 950PR / Ascend 950DT", ("Ascend950",),
+    Target("ascend-950", "Ascend 950PR / Ascend 950DT", ("Ascend950", "Ascend910_95"),
            {PAD: OpSupport(NPU, "arch35-simt", PAD_WIDTH_LIMITS, modelled=False),
             L1: OpSupport(NPU, "spec", None)}),
 )}
@@ -91,6 +91,48 @@ def resolve(op: str, name: Any) -> Target:
                                    f"{', '.join(TARGETS)} (padloss.targets(), docs/targets.md)",
                                    argument=ARGUMENT)
     return target
+
+
+def for_soc(soc: str) -> Target | None:
+    """The target of a SoC, by torch_npu's name for it ("Ascend910B3": atlas-a2); None
+    for one no target lists."""
+    for target in TARGETS.values():
+        if any(soc.startswith(prefix) for prefix in target.socs):
+            return target
+    return None
+
+
+def for_call(op: str, name: Any, device: str) -> Target:
+    """The target a call on ``device`` runs under: ``name``'s (the call's npu_target, else
+    the setting), except on an Ascend device, which is its own target: ``spec`` there
+    means the device's, and any other name must be the device's."""
+    target = resolve(op, name)
+    soc = _device_soc(device)
+    device_target = for_soc(soc) if soc is not None else None
+    if device_target is None or target is device_target:
+        return target
+    if target.name == DEFAULT:
+        return device_target
+    refusal = InvalidArgumentError(f"{op}: argument '{ARGUMENT}': target {target.name!r} is not the "
+                                   f"device's: {device} is an {soc}, target {device_target.name!r}",
+                                   argument=ARGUMENT)
+    refusal.target = target.name
+    raise refusal
+
+
+def _device_soc(device: str) -> str | None:
+    """The SoC of ``device``, as the available backend that computes there reports it."""
+    if device == "cpu":
+        return None
+    from .dispatch import registry
+
+    kind = device.partition(":")[0]
+    for backend in registry.by_priority():
+        if kind in backend.devices and backend.availability()[0]:
+            soc = backend.device_soc(device)
+            if soc is not None:
+                return soc
+    return None
 
 
 def check(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], width: int | None = None,

@@ -99,7 +99,8 @@ class OpDefinition:
             raise invalid_argument(op, name, f"is on {gi.device} but {self.inputs[0]} is on {go.device}")
         tensors = checked.tensors + (gi,)
         check_output_overlap(op, self.inputs + (name,), tensors)
-        npu_targets.check(npu_targets.resolve(op, target), op, *self.target_terms(checked, gi.meta))
+        on = npu_targets.for_call(op, target, gi.device)   # the device's, on an Ascend NPU
+        npu_targets.check(on, op, *self.target_terms(checked, gi.meta))
         problem = Problem(op, gi.device, tuple([t.meta for t in tensors]), checked.params)
         executor = make_executor(problem, self.buffers, tensors, backend)
         self.given.remember(key, problem)

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import ml_dtypes
@@ -176,3 +177,36 @@ def test_padloss_torch_refuses_in_the_forward_under_a_target():
             pt.l1_loss(x.detach().bfloat16().requires_grad_(), torch.zeros(1, 2, 4, 4, dtype=torch.bfloat16))
         pt.l1_loss(x, torch.zeros(1, 2, 4, 4)).backward()     # float32: the product takes it
     assert x.grad is not None
+
+
+@pytest.mark.parametrize("soc, target", [
+    ("Ascend910B1", "atlas-a2"), ("Ascend910B4", "atlas-a2"), ("Ascend910_9391", "atlas-a3"),
+    ("Ascend910C2", "atlas-a3"), ("Ascend910A", "atlas-training"), ("Ascend910ProB", "atlas-training"),
+    ("Ascend310P3", "atlas-inference"), ("Ascend310B1", "atlas-200i-500-a2"), ("Ascend950PR", "ascend-950"),
+    ("Ascend910_9589", "ascend-950"), ("Ascend999", None)])
+def test_socs_map_to_their_products(soc, target):
+    found = npu_targets.for_soc(soc)
+    assert (found.name if found else None) == target
+
+
+def test_an_ascend_device_is_its_own_target(monkeypatch):
+    """On an NPU the device's SoC decides (read through torch_npu's get_device_name): spec
+    there means the device's target, another name must agree with it; CPU calls and SoCs
+    no target lists keep the named one."""
+    torch = pytest.importorskip("torch")
+    from padloss_ascend import ascend_backend
+
+    asked = []
+    fake_npu = types.SimpleNamespace(get_device_name=lambda index=None: asked.append(index) or "Ascend310P3")
+    monkeypatch.setattr(torch, "npu", fake_npu, raising=False)
+    monkeypatch.setattr(ascend_backend, "ascend_availability", lambda: (True, ""))
+    assert npu_targets.for_call(PAD, None, "npu:1").name == "atlas-inference"
+    assert asked == [1]
+    assert npu_targets.for_call(PAD, "atlas-inference", "npu:0").name == "atlas-inference"
+    with pytest.raises(padloss.InvalidArgumentError, match="target 'atlas-a2' is not the device's: npu:0 is "
+                                                           "an Ascend310P3, target 'atlas-inference'") as err:
+        npu_targets.for_call(PAD, "atlas-a2", "npu:0")
+    assert err.value.argument == "npu_target" and err.value.target == "atlas-a2"
+    assert npu_targets.for_call(PAD, "atlas-a2", "cpu").name == "atlas-a2"
+    monkeypatch.setattr(fake_npu, "get_device_name", lambda index=None: "Ascend999")
+    assert npu_targets.for_call(PAD, "atlas-a2", "npu:0").name == "atlas-a2"

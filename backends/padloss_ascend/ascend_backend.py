@@ -22,6 +22,14 @@ class AscendBackend(Backend):
     def availability(self) -> tuple[bool, str]:
         return ascend_availability()
 
+    def device_soc(self, device: str) -> str | None:
+        """torch_npu's name of the NPU's SoC ("Ascend910B3", ...); torch_npu is imported
+        wherever an npu tensor exists."""
+        import torch
+
+        index = device.partition(":")[2]
+        return torch.npu.get_device_name(int(index) if index else None)
+
     def refuses(self, problem: Problem) -> str | None:
         if problem.device_type != "npu":
             return f"computes on NPU tensors only, the data is on {problem.device}"

@@ -49,16 +49,18 @@ def _remembered(check):
 
 
 @_remembered
-def _pad_verdict(shape: torch.Size, dtype: torch.dtype, pads: tuple[int, int, int, int], target: str) -> None:
+def _pad_verdict(shape: torch.Size, dtype: torch.dtype, pads: tuple[int, int, int, int], device: torch.device,
+                 target: str) -> None:
     op, name = pad_rules.OP, ops.dtype_name(dtype)
     grad_output_shape = pad_rules.check_metadata(tuple(shape), name, pads)
-    npu_targets.check(npu_targets.resolve(op, target), op, (("self", name),), grad_output_shape[-1])
+    on = npu_targets.for_call(op, target, str(device))   # the device's, on an Ascend NPU
+    npu_targets.check(on, op, (("self", name),), grad_output_shape[-1])
 
 
 def check_circular_pad2d(input: torch.Tensor, pads: tuple[int, int, int, int]) -> None:
     """padloss's rules for this forward, the target setting's too (raises PadlossError
     naming the rule)."""
-    _pad_verdict(input.shape, input.dtype, pads, settings.target)
+    _pad_verdict(input.shape, input.dtype, pads, input.device, settings.target)
 
 
 class _CircularPad2d(torch.autograd.Function):
@@ -93,8 +95,9 @@ def _l1_verdict(input_dtype: torch.dtype, input_shape: torch.Size, target_dtype:
         ((input_name, (), device), (input_name, tuple(input_shape), device),
          (target_name, tuple(target_shape), target_device)))
     op, floats = l1_rules.OP, rules.FLOATS
-    npu_targets.check(npu_targets.resolve(op, npu_target), op, (("self", promoted), ("out", input_name)),
-                  widened=input_name not in floats or target_name not in floats)
+    on = npu_targets.for_call(op, npu_target, str(device))
+    npu_targets.check(on, op, (("self", promoted), ("out", input_name)),
+                      widened=input_name not in floats or target_name not in floats)
     return shape, promoted
 
 
