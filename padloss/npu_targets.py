@@ -135,23 +135,28 @@ def _device_soc(device: str) -> str | None:
     return None
 
 
+# What padloss does not compute yet of CANN's L1 op_api, which casts every input to P, runs
+# the kernel into P and casts that to the output's dtype: an integer input (rounded to P
+# first) and an output of another dtype than P (two roundings, or P's precision widened).
+L1_RECASTS = "integer inputs and outputs of another dtype than P, which its op_api computes in P and casts"
+
+
 def check(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], width: int | None = None,
-          widened: bool = False) -> None:
+          recast: bool = False) -> None:
     """The target's refusals of a call the op's own rules accepted: the op on this
     product; each (argument, dtype) of ``dtypes`` (self's for the pad; L1's promoted
     dtype, named self, and its output's); the pad's ``width`` (grad_output's last dim);
-    ``widened``: an L1 input is an integer, which CANN's op_api casts to P before the
-    kernel (a model padloss does not compute yet). The error's ``target`` is its name."""
+    ``recast``: an L1 call :data:`L1_RECASTS` covers. The error's ``target`` is its name."""
     if target.name == DEFAULT:
         return
-    refusal = _refusal(target, op, dtypes, width, widened)
+    refusal = _refusal(target, op, dtypes, width, recast)
     if refusal is not None:
         refusal.target = target.name
         raise refusal
 
 
 def _refusal(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], width: int | None,
-             widened: bool) -> PadlossError | None:
+             recast: bool) -> PadlossError | None:
     support = target.ops.get(op)
     where = f"target {target.name!r} ({target.product})"
     if support is None:
@@ -166,9 +171,8 @@ def _refusal(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], width
     if limit is not None and not 0 < width < limit:
         return PadlossError(f"{op}: argument 'grad_output': its last dim {width} is past what {where} "
                             f"runs: (0, {limit}) for {first}", argument="grad_output", status=NO_KERNEL)
-    if not support.modelled or widened:
-        what = (f"the numerics of its kernel ({support.numerics})" if not support.modelled
-                else "integer inputs, which its op_api casts to the promoted dtype first")
+    if not support.modelled or recast:
+        what = f"the numerics of its kernel ({support.numerics})" if not support.modelled else L1_RECASTS
         return BackendError(f"{op}: argument '{ARGUMENT}': padloss does not model {what} on {where} "
                             f"yet (docs/targets.md)", argument=ARGUMENT)
     return None

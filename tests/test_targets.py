@@ -2,6 +2,7 @@
 the pad's width limits, how a call picks its target, and the memo keeping them apart."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -109,11 +110,17 @@ def test_the_pads_width_limit_is_the_products_not_the_specs(dtype, limit):
         pad_call(dtype, limit, npu_target="atlas-a2")[0]()
 
 
-def test_integer_l1_inputs_are_refused_as_not_modelled_on_products():
-    """CANN casts them to P before its kernel; padloss models that only under spec."""
+def test_l1_calls_cann_would_recast_are_refused_as_not_modelled_on_products():
+    """CANN's op_api casts integer inputs to P before its kernel and the kernel's P result
+    to another output dtype after it; padloss models neither yet (spec computes both its way)."""
+    x, t = np.ones((2, 3), np.float16), np.zeros(3, np.float16)
     for target in ("atlas-a2", "ascend-950", "atlas-training"):
         assert outcome_of(*l1_call("float16", "int32", npu_target=target)) == Status.RUNTIME_ERROR
+        out = np.full((2, 3), 7.0, np.float32)
+        call = functools.partial(padloss.l1_loss_backward, x[0, 0], x, t, "sum", out=out, npu_target=target)
+        assert outcome_of(call, out) == Status.RUNTIME_ERROR
     assert outcome_of(*l1_call("float16", "int32", npu_target="spec")) is None
+    padloss.l1_loss_backward(x[0, 0], x, t, "sum", out=np.empty((2, 3), np.float32), npu_target="spec")
 
 
 def test_product_targets_give_the_specs_bits_where_they_run():
@@ -176,6 +183,9 @@ def test_padloss_torch_refuses_in_the_forward_under_a_target():
         with pytest.raises(padloss.InvalidArgumentError, match="bfloat16"):
             pt.l1_loss(x.detach().bfloat16().requires_grad_(), torch.zeros(1, 2, 4, 4, dtype=torch.bfloat16))
         pt.l1_loss(x, torch.zeros(1, 2, 4, 4)).backward()     # float32: the product takes it
+        with pytest.raises(padloss.BackendError, match="does not model"):   # x's gradient: f16, P: f32
+            pt.l1_loss(x.detach().half().requires_grad_(), torch.zeros(1, 2, 4, 4))
+        pt.l1_loss(x.detach().half(), torch.zeros(1, 2, 4, 4, requires_grad=True))   # only target's: f32
     assert x.grad is not None
 
 

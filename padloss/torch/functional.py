@@ -88,23 +88,31 @@ def circular_pad2d(input: torch.Tensor, padding: int | Sequence[int]) -> torch.T
 
 
 @_remembered
-def _l1_verdict(input_dtype: torch.dtype, input_shape: torch.Size, target_dtype: torch.dtype,
-                target_shape: torch.Size, device: torch.device, target_device: torch.device, npu_target: str):
+def _l1_verdict(input_meta: tuple, target_meta: tuple, device: torch.device, target_device: torch.device,
+                npu_target: str):
+    """Each meta: (dtype, shape, whether its gradient is needed)."""
+    (input_dtype, input_shape, _), (target_dtype, target_shape, _) = input_meta, target_meta
     input_name, target_name = ops.dtype_name(input_dtype), ops.dtype_name(target_dtype)
     shape, promoted = l1_rules.check_metadata(
         ((input_name, (), device), (input_name, tuple(input_shape), device),
          (target_name, tuple(target_shape), target_device)))
-    op, floats = l1_rules.OP, rules.FLOATS
+    op = l1_rules.OP
+    # the backward's padloss calls: a gradient rounded into its tensor's dtype where that was
+    # not broadcast, else computed in P (padloss.torch's _gradient_for)
+    outs = [ops.dtype_name(dtype) if tuple(s) == shape else promoted
+            for dtype, s, needed in (input_meta, target_meta) if needed]
     on = npu_targets.for_call(op, npu_target, str(device))
-    npu_targets.check(on, op, (("self", promoted), ("out", input_name)),
-                      widened=input_name not in floats or target_name not in floats)
+    npu_targets.check(on, op, (("self", promoted),) + tuple(("out", out) for out in outs),
+                      recast=target_name not in rules.FLOATS or any(out != promoted for out in outs))
     return shape, promoted
 
 
 def check_l1_loss(input: torch.Tensor, target: torch.Tensor) -> tuple[tuple[int, ...], str]:
-    """padloss's rules for this forward; return B and P. grad_output will be the
-    loss's gradient: 0-d for mean and sum, B for none (it broadcasts either way)."""
-    return _l1_verdict(input.dtype, input.shape, target.dtype, target.shape, input.device, target.device,
+    """padloss's rules for this forward, the target setting's too; return B and P.
+    grad_output will be the loss's gradient: 0-d for mean and sum, B for none (it
+    broadcasts either way)."""
+    return _l1_verdict((input.dtype, input.shape, input.requires_grad),
+                       (target.dtype, target.shape, target.requires_grad), input.device, target.device,
                        settings.target)
 
 
