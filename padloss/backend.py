@@ -32,9 +32,11 @@ class Backend:
     name: str = ""
     priority: int = 0                     # higher wins in automatic selection
     devices: frozenset[str] = frozenset()  # device types whose data it computes on
-    plans: Mapping[str, str] = {}
+    plans: Mapping[str | tuple[str, str], str] = {}
     """op name -> "module:function" that builds its Plan from a Problem, imported on the
-    op's first compile (so a backend's import stays light)."""
+    op's first compile (so a backend's import stays light); (op, numerics) -> the same,
+    for a target's numerics model other than the spec's (Problem.numerics), which a
+    backend without such an entry refuses."""
 
     def availability(self) -> tuple[bool, str]:
         """(available, reason if not). Must be cheap and must not import heavy
@@ -47,6 +49,8 @@ class Backend:
         padloss remembers the verdict."""
         if problem.op not in self.plans:
             return f"does not implement {problem.op}"
+        if problem.numerics != "spec" and (problem.op, problem.numerics) not in self.plans:
+            return f"does not compute {problem.op} with the {problem.numerics} numerics (docs/targets.md)"
         return self.refuses(problem)
 
     def refuses(self, problem: Problem) -> str | None:
@@ -54,16 +58,17 @@ class Backend:
         device, a dtype), or None; nothing by default."""
         return None
 
-    def plan_builder(self, op: str) -> Callable[..., Plan]:
-        """The function ``plans`` names for ``op``."""
+    def plan_builder(self, op: str, numerics: str = "spec") -> Callable[..., Plan]:
+        """The function ``plans`` names for ``op`` (under ``(op, numerics)`` for a target's
+        numerics model other than the spec's)."""
         import pkgutil  # on an op's first compile, not at import
 
-        return pkgutil.resolve_name(self.plans[op])
+        return pkgutil.resolve_name(self.plans[op if numerics == "spec" else (op, numerics)])
 
     def compile(self, problem: Problem) -> Plan:
         """The Plan of ``problem``: its op's builder, given the Problem (a backend whose
         builders take more overrides this)."""
-        return self.plan_builder(problem.op)(problem)
+        return self.plan_builder(problem.op, problem.numerics)(problem)
 
     def cache_context(self) -> tuple:
         """Run-time settings a plan depends on (e.g. the thread count); part of

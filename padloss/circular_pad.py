@@ -7,6 +7,7 @@ raises with nothing written.
 """
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -118,8 +119,16 @@ def _validate_output(meta: TensorMeta, inputs: Inputs, name: str) -> None:
 
 
 def _target_terms(inputs: Inputs, out: TensorMeta) -> tuple:
-    """What a target checks (padloss.npu_targets.check): self's dtype, grad_output's width."""
-    return (("self", inputs.dtype),), inputs.tensors[0].meta.shape[-1]
+    """What a target checks (padloss.npu_targets.check): self's dtype; grad_output's
+    width and size, self's width and the pads."""
+    grad_output = inputs.tensors[0].meta
+    return (("self", inputs.dtype),), pad_facts(grad_output.shape, inputs.shape, inputs.params)
+
+
+def pad_facts(grad_output_shape: tuple, self_shape: tuple, pads: tuple) -> dict:
+    """The call's facts a target's rules read (padloss.npu_targets.check)."""
+    return {"width": grad_output_shape[-1], "self_width": self_shape[-1], "pads": pads,
+            "elements": math.prod(grad_output_shape)}
 
 
 _op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output, _target_terms)

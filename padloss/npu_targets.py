@@ -13,7 +13,7 @@ padloss did before targets: every result under it is unchanged).
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from .errors import BackendError, InvalidArgumentError, PadlossError, Status
 
@@ -30,9 +30,34 @@ class OpSupport(NamedTuple):
     """What a product does with one op."""
 
     dtypes: frozenset[str] | None        # None: every dtype padloss takes (the spec target)
-    numerics: str                        # the kernel's numerics model, by name
+    numerics: str                        # the kernel's numerics model (Problem.numerics)
     width_limits: dict[str, int] | None  # the pad's limit of grad_output's last dim, per dtype
-    modelled: bool = True                # False: padloss does not compute that model yet
+    # what of a call (the op's facts: padloss.op's target_terms) padloss does not model yet
+    unmodelled: Callable[[dict], str | None] | None = None
+
+
+# CANN's L1 op_api casts every input to P, runs the kernel into P and casts that to the
+# output's dtype: padloss does not compute an integer input (rounded to P first) or an
+# output of another dtype than P (two roundings, or P's precision widened) that way yet.
+def _l1_recasts(facts: dict) -> str | None:
+    return ("integer inputs and outputs of another dtype than P, which its op_api computes in P and casts"
+            if facts["recast"] else None)
+
+
+# Ascend 950's kernel is the SIMT one (pad_v3_grad_circular_simt.h) where padloss models it:
+# pads of one sign (its tiling takes a SIMD path for large, wide inputs with positive pads,
+# pad_v3_grad_circular_huge_width.h, and negative pads are not read yet).
+ARCH35_SIMT_ELEMENTS = 48 * 1024      # its tiling's SIMT_BRANCH_SIZE: inputs this small are SIMT
+ARCH35_SIMT_WIDTH = 8192              # narrower rows fit its 64 KiB buffers whatever the UB size
+
+
+def _arch35_unmodelled(facts: dict) -> str | None:
+    if min(facts["pads"]) < 0:
+        return "negative pads on its kernel"
+    if facts["elements"] > ARCH35_SIMT_ELEMENTS and facts["self_width"] > ARCH35_SIMT_WIDTH:
+        return (f"its kernel's path for wide rows (self's width past {ARCH35_SIMT_WIDTH}, more than "
+                f"{ARCH35_SIMT_ELEMENTS} elements of grad_output)")
+    return None
 
 
 class Target(NamedTuple):
@@ -45,8 +70,8 @@ class Target(NamedTuple):
         return self.ops.get(op) is not None
 
 
-_A2_A3 = {PAD: OpSupport(NPU, "spec", PAD_WIDTH_LIMITS), L1: OpSupport(NPU, "spec", None)}
-_NO_PAD_L1_HALF = {PAD: None, L1: OpSupport(HALF_AND_SINGLE, "spec", None)}
+_A2_A3 = {PAD: OpSupport(NPU, "spec", PAD_WIDTH_LIMITS), L1: OpSupport(NPU, "spec", None, _l1_recasts)}
+_NO_PAD_L1_HALF = {PAD: None, L1: OpSupport(HALF_AND_SINGLE, "spec", None, _l1_recasts)}
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("spec", "padloss's contract (docs/): no product's limits, float64 and integer extensions",
@@ -59,8 +84,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("atlas-200i-500-a2", "Atlas 200I/500 A2 inference products", ("Ascend310B",),
            {PAD: None, L1: None}),
     Target("ascend-950", "Ascend 950PR / Ascend 950DT", ("Ascend950", "Ascend910_95"),
-           {PAD: OpSupport(NPU, "arch35-simt", PAD_WIDTH_LIMITS, modelled=False),
-            L1: OpSupport(NPU, "spec", None)}),
+           {PAD: OpSupport(NPU, "arch35-simt", PAD_WIDTH_LIMITS, _arch35_unmodelled),
+            L1: OpSupport(NPU, "spec", None, _l1_recasts)}),
 )}
 DEFAULT = "spec"
 # The status CANN returns where a product has no kernel for the op, or its tiling refuses
@@ -135,28 +160,22 @@ def _device_soc(device: str) -> str | None:
     return None
 
 
-# What padloss does not compute yet of CANN's L1 op_api, which casts every input to P, runs
-# the kernel into P and casts that to the output's dtype: an integer input (rounded to P
-# first) and an output of another dtype than P (two roundings, or P's precision widened).
-L1_RECASTS = "integer inputs and outputs of another dtype than P, which its op_api computes in P and casts"
-
-
-def check(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], width: int | None = None,
-          recast: bool = False) -> None:
+def check(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], facts: dict) -> None:
     """The target's refusals of a call the op's own rules accepted: the op on this
     product; each (argument, dtype) of ``dtypes`` (self's for the pad; L1's promoted
-    dtype, named self, and its output's); the pad's ``width`` (grad_output's last dim);
-    ``recast``: an L1 call :data:`L1_RECASTS` covers. The error's ``target`` is its name."""
+    dtype, named self, and its output's); ``facts`` of the call (the pad's "width",
+    grad_output's last dim, and what OpSupport.unmodelled reads). The error's ``target``
+    is its name."""
     if target.name == DEFAULT:
         return
-    refusal = _refusal(target, op, dtypes, width, recast)
+    refusal = _refusal(target, op, dtypes, facts)
     if refusal is not None:
         refusal.target = target.name
         raise refusal
 
 
-def _refusal(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], width: int | None,
-             recast: bool) -> PadlossError | None:
+def _refusal(target: Target, op: str, dtypes: tuple[tuple[str, str], ...],
+             facts: dict) -> PadlossError | None:
     support = target.ops.get(op)
     where = f"target {target.name!r} ({target.product})"
     if support is None:
@@ -166,13 +185,13 @@ def _refusal(target: Target, op: str, dtypes: tuple[tuple[str, str], ...], width
         if support.dtypes is not None and dtype not in support.dtypes:
             return InvalidArgumentError(f"{op}: argument '{argument}': dtype {dtype} is not one {where} "
                                         f"takes ({', '.join(sorted(support.dtypes))})", argument=argument)
-    first = dtypes[0][1]
+    first, width = dtypes[0][1], facts.get("width")
     limit = support.width_limits.get(first) if support.width_limits and width is not None else None
     if limit is not None and not 0 < width < limit:
         return PadlossError(f"{op}: argument 'grad_output': its last dim {width} is past what {where} "
                             f"runs: (0, {limit}) for {first}", argument="grad_output", status=NO_KERNEL)
-    if not support.modelled or recast:
-        what = f"the numerics of its kernel ({support.numerics})" if not support.modelled else L1_RECASTS
+    what = support.unmodelled(facts) if support.unmodelled is not None else None
+    if what is not None:
         return BackendError(f"{op}: argument '{ARGUMENT}': padloss does not model {what} on {where} "
                             f"yet (docs/targets.md)", argument=ARGUMENT)
     return None

@@ -101,7 +101,8 @@ class OpDefinition:
         check_output_overlap(op, self.inputs + (name,), tensors)
         on = npu_targets.for_call(op, target, gi.device)   # the device's, on an Ascend NPU
         npu_targets.check(on, op, *self.target_terms(checked, gi.meta))
-        problem = Problem(op, gi.device, tuple([t.meta for t in tensors]), checked.params)
+        metas = tuple([t.meta for t in tensors])
+        problem = Problem(op, gi.device, metas, checked.params, on.ops[op].numerics)
         executor = make_executor(problem, self.buffers, tensors, backend)
         self.given.remember(key, problem)
         return executor

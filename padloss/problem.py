@@ -16,6 +16,7 @@ class Problem(NamedTuple):
     device: str                      # where the data lives: "cpu", "npu:0", "cuda:0"
     tensors: tuple[TensorMeta, ...]  # the buffers the kernel touches, in aclnn order, output last
     params: tuple                    # op parameters: padding (l, r, t, b), or (reduction,)
+    numerics: str = "spec"           # the numerics model of the call's target (padloss.npu_targets)
 
     @property
     def device_type(self) -> str:

@@ -213,8 +213,9 @@ def circular_pad2d_forward(x, padding) -> np.ndarray:
 
 # inf - inf -> NaN and float32 overflow -> inf are expected results here, not errors.
 @np.errstate(invalid="ignore", over="ignore")
-def circular_pad2d_backward(grad_output, self_shape, padding) -> np.ndarray:
-    """Gradient of circular_pad2d_forward w.r.t. its input, with the spec's numerics.
+def circular_pad2d_backward(grad_output, self_shape, padding, numerics: str = "spec") -> np.ndarray:
+    """Gradient of circular_pad2d_forward w.r.t. its input, with the spec's numerics
+    (``numerics="arch35-simt"``: Ascend 950's, :func:`_circular_pad2d_backward_arch35`).
 
     grad_output: (C, H', W') or (N, C, H', W'), dtype f16 / bf16 / f32 / f64.
     Returns a new array of shape ``self_shape`` and grad_output's dtype.
@@ -238,6 +239,10 @@ def circular_pad2d_backward(grad_output, self_shape, padding) -> np.ndarray:
 
     acc_dtype = F64 if dtype == F64 else F32
     g = g.astype(acc_dtype)  # f16 / bf16 -> f32 is exact; always a fresh copy
+    if numerics == "arch35-simt":
+        return _circular_pad2d_backward_arch35(g, self_shape, (left, right, top, bottom), dtype)
+    if numerics != "spec":
+        raise ValueError(f"unknown numerics model {numerics!r}")
 
     row_c, row_t, row_b = _contributors(H, top, bottom)
     col_c, col_l, col_r = _contributors(W, left, right)
@@ -269,6 +274,29 @@ def circular_pad2d_backward(grad_output, self_shape, padding) -> np.ndarray:
     if dtype == acc_dtype:
         return acc
     return pad_final_round(acc, dtype)
+
+
+def _circular_pad2d_backward_arch35(g: np.ndarray, self_shape: tuple, padding: tuple,
+                                    dtype: np.dtype) -> np.ndarray:
+    """Ascend 950's kernel (ops-math pad_v3_grad_circular_simt.h), non-negative pads: per
+    element one float32 accumulator from +0.0 (so a lone -0.0 term gives +0.0), adding the
+    terms row by row (the centre row, then its copy in the top band, then in the bottom
+    band), within a row column by column (centre, left band, right band); one rounding to
+    nearest even (``__float2half_rn_sat`` / ``__float2bfloat16_rn_sat``, whose saturation
+    the kernel never enables: unverified, docs/targets.md)."""
+    left, right, top, bottom = padding
+    if min(padding) < 0:
+        raise ValueError("the arch35-simt model takes non-negative pads")
+    H, W = self_shape[-2], self_shape[-1]
+    acc = np.zeros(self_shape, dtype=g.dtype)
+    for rows in _contributors(H, top, bottom):            # centre, top band, bottom band
+        for cols in _contributors(W, left, right):        # centre, left band, right band
+            there = (rows >= 0)[:, None] & (cols >= 0)[None, :]
+            term = g[..., np.maximum(rows, 0)[:, None], np.maximum(cols, 0)[None, :]]
+            acc = np.where(there, acc + term, acc)
+    if dtype == acc.dtype:
+        return acc
+    return round_half_to_even(acc, dtype)
 
 
 # --------------------------------------------------------------------------------------

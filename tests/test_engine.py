@@ -530,10 +530,12 @@ def test_a_backend_routes_every_op_through_its_plans_table():
         name = "demo"
         plans = {"l1_loss_backward": "copy:copy"}
 
-    demo, l1 = Demo(), types.SimpleNamespace(op="l1_loss_backward")
+    demo, l1 = Demo(), types.SimpleNamespace(op="l1_loss_backward", numerics="spec")
     assert demo.supports(l1) is None
-    assert demo.supports(types.SimpleNamespace(op="circular_pad2d_backward")) == \
+    assert demo.supports(types.SimpleNamespace(op="circular_pad2d_backward", numerics="spec")) == \
         "does not implement circular_pad2d_backward"
+    assert demo.supports(types.SimpleNamespace(op="l1_loss_backward", numerics="arch35-simt")) == \
+        "does not compute l1_loss_backward with the arch35-simt numerics (docs/targets.md)"
     import copy
 
     assert demo.plan_builder("l1_loss_backward") is copy.copy
@@ -544,7 +546,9 @@ def test_a_backend_routes_every_op_through_its_plans_table():
         if backend.name in ("numba", "torch", "ascend"):
             from padloss.catalogue import OPS
 
-            assert set(backend.plans) == set(OPS), backend.name
+            assert {key for key in backend.plans if isinstance(key, str)} == set(OPS), backend.name
+            assert {key for key in backend.plans if not isinstance(key, str)} == \
+                {("circular_pad2d_backward", "arch35-simt")}, backend.name   # docs/targets.md's models
 
 
 def test_slots_name_the_fields_a_plan_packs_and_a_kernel_reads():

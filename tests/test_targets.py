@@ -13,6 +13,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import padloss
 from padloss import Status, npu_targets
@@ -220,3 +222,78 @@ def test_an_ascend_device_is_its_own_target(monkeypatch):
     assert npu_targets.for_call(PAD, "atlas-a2", "cpu").name == "atlas-a2"
     monkeypatch.setattr(fake_npu, "get_device_name", lambda index=None: "Ascend999")
     assert npu_targets.for_call(PAD, "atlas-a2", "npu:0").name == "atlas-a2"
+
+
+# --- Ascend 950's circular pad: the arch35-simt model ---------------------------------------------
+
+def test_arch35_sums_from_plus_zero_and_rounds_ties_to_even():
+    """Hand-worked: a lone -0.0 term gives +0.0 (the spec keeps -0.0); a float16 sum halfway
+    between two float16s, 1 + 2**-11, rounds to even, 1.0 (the spec: away, 1 + 2**-10)."""
+    from padloss import reference
+
+    g = np.array([[[[-0.0, -0.0, -0.0]]]], np.float16)     # (1, 1, 1, 3), pads (1, 0, 0, 0): W = 2
+    got = padloss.circular_pad2d_backward(g, np.empty((1, 1, 1, 2), np.float16), (1, 0, 0, 0),
+                                          npu_target="ascend-950")
+    assert not np.signbit(got).any()
+    assert np.signbit(reference.circular_pad2d_backward(g, (1, 1, 1, 2), (1, 0, 0, 0))).all()
+    tie = np.array([[[[2.0**-11, 0.5, 1.0]]]], np.float16)  # element 1: 1.0 + its left-band copy 2**-11
+    got = padloss.circular_pad2d_backward(tie, np.empty((1, 1, 1, 2), np.float16), (1, 0, 0, 0),
+                                          npu_target="ascend-950")
+    assert got[0, 0, 0, 1] == 1.0
+    assert reference.circular_pad2d_backward(tie, (1, 1, 1, 2), (1, 0, 0, 0))[0, 0, 0, 1] == 1 + 2.0**-10
+
+
+@st.composite
+def arch35_case(draw):
+    dtype = draw(st.sampled_from(["float16", "bfloat16", "float32"]))
+    n, c = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    h, w = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    pads = (draw(st.integers(0, w - 1)), draw(st.integers(0, w - 1)), draw(st.integers(0, h - 1)),
+            draw(st.integers(0, h - 1)))
+    rank3 = draw(st.booleans())
+    return dtype, ((c,) if rank3 else (n, c)) + (h, w), pads, draw(st.integers(0, 2**31))
+
+
+@settings(max_examples=60, deadline=None)
+@given(arch35_case())
+def test_arch35_is_the_references_bit_for_bit_on_numba_and_torch(case):
+    """Random shapes, pads and values with signed zeros, infinities, NaNs and ties, under
+    target ascend-950: the Numba and torch backends give padloss.reference's arch35-simt
+    bits (NaNs as NaNs), which are not the spec's for most inputs."""
+    from padloss import reference
+
+    dtype, shape, pads, seed = case
+    rng = np.random.default_rng(seed)
+    left, right, top, bottom = pads
+    g_shape = shape[:-2] + (shape[-2] + top + bottom, shape[-1] + left + right)
+    g = rng.choice([0.0, -0.0, 1.0, 2.0**-11, -3.5, 1e4, np.inf, -np.inf, np.nan, 0.1], size=g_shape)
+    g = np.where(rng.random(g_shape) < 0.5, rng.standard_normal(g_shape) * 100, g).astype(_dtype(dtype))
+    want = reference.circular_pad2d_backward(g, shape, pads, numerics="arch35-simt")
+    backends = ["numba"] + (["torch"] if "torch" in {b.name for b in padloss.available_backends()
+                                                     if b.available} else [])
+    for backend in backends:
+        got = np.asarray(padloss.circular_pad2d_backward(g, np.empty(shape, _dtype(dtype)), pads,
+                                                         npu_target="ascend-950", backend=backend))
+        unsigned = np.dtype(f"u{want.dtype.itemsize}")
+        nan = np.isnan(want.astype(np.float64))
+        assert (np.isnan(got.astype(np.float64)) == nan).all(), backend
+        assert (got.view(unsigned)[~nan] == want.view(unsigned)[~nan]).all(), backend
+
+
+def test_arch35_refuses_what_it_does_not_model_and_compiles_only_when_used():
+    """Negative pads and its kernel's wide-row path are refused (361001); a process that ran
+    the spec's pad never imported (so never compiled) the arch35 kernel."""
+    g, x = np.ones((1, 1, 4, 6), np.float32), np.empty((1, 1, 4, 6), np.float32)
+    with pytest.raises(padloss.BackendError, match="negative pads") as err:
+        padloss.circular_pad2d_backward(g, x, (-1, 1, 0, 0), npu_target="ascend-950")
+    assert err.value.target == "ascend-950"
+    width = npu_targets.ARCH35_SIMT_WIDTH + 1         # and 8 x (width + 2) > 48 Ki elements
+    wide, x = np.ones((1, 8, 1, width + 2), np.float32), np.empty((1, 8, 1, width), np.float32)
+    with pytest.raises(padloss.BackendError, match="wide rows"):
+        padloss.circular_pad2d_backward(wide, x, (1, 1, 0, 0), npu_target="ascend-950")
+    script = ("import sys, numpy as np, padloss\n"
+              "padloss.circular_pad2d_backward(np.ones((1, 1, 4, 6), np.float32), np.empty((1, 1, 4, 4), "
+              "np.float32), (1, 1, 0, 0))\n"
+              "print('padloss_numba.pad_arch35' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False"]

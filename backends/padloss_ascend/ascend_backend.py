@@ -17,7 +17,9 @@ from .availability import ascend_availability
 class AscendBackend(Backend):
     name, priority, devices = "ascend", 100, frozenset({"npu"})
     plans = {"circular_pad2d_backward": "padloss_ascend.npu:circular_pad_plan",
-             "l1_loss_backward": "padloss_ascend.npu:l1_plan"}
+             "l1_loss_backward": "padloss_ascend.npu:l1_plan",
+             # an Ascend 950's own kernel, or the torch ops of its model (padloss_torch.pad)
+             ("circular_pad2d_backward", "arch35-simt"): "padloss_ascend.npu:circular_pad_plan"}
 
     def availability(self) -> tuple[bool, str]:
         return ascend_availability()

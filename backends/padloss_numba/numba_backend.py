@@ -49,7 +49,8 @@ INPUT_ONLY_DTYPES = frozenset(rules.INTEGERS)
 class NumbaBackend(Backend):
     name, priority, devices = "numba", 100, frozenset({"cpu"})
     plans = {"circular_pad2d_backward": "padloss_numba.pad_plan:CircularPadPlan",
-             "l1_loss_backward": "padloss_numba.l1_plan:L1LossBackwardPlan"}
+             "l1_loss_backward": "padloss_numba.l1_plan:L1LossBackwardPlan",
+             ("circular_pad2d_backward", "arch35-simt"): "padloss_numba.pad_arch35:Arch35PadPlan"}
 
     @functools.cache  # noqa: B019  (one instance, alive as long as the process)
     def availability(self) -> tuple[bool, str]:
@@ -96,7 +97,7 @@ class NumbaBackend(Backend):
         # Numba's "numba:compile" event fires for a compile only, never for a disk-cache load:
         # on a busy machine a load alone can take past SLOW_PLAN_S
         with event.install_recorder("numba:compile") as compiles:
-            plan = self.plan_builder(problem.op)(problem, thread_count())
+            plan = self.plan_builder(problem.op, problem.numerics)(problem, thread_count())
         seconds = time.perf_counter() - start
         if compiles.buffer and seconds >= SLOW_PLAN_S:   # say once why the first call was slow
             kept = (f"cached in {disk_cache.cache_dir()} for later processes" if disk_cache.ENABLED

@@ -79,5 +79,37 @@ class TorchCircularPadPlan:
             circular_pad2d_backward_into(grad_output, grad_input, self.rows, self.cols)
 
 
+def _bands(axis: CircularAxis) -> list[tuple[int, int, int]]:
+    """(source start, destination start, length) of the centre, the band before and the
+    band after along one axis of non-negative pads, in that order; empty bands left out."""
+    bands = [(axis.before, 0, axis.kept), (0, axis.kept - axis.before, axis.before),
+             (axis.before + axis.kept, 0, axis.after)]
+    return [band for band in bands if band[2]]
+
+
+def arch35_backward_into(grad_output: torch.Tensor, grad_input: torch.Tensor,
+                         rows: CircularAxis, cols: CircularAxis) -> None:
+    """Write Ascend 950's gradient (the arch35-simt model, padloss.reference's; non-negative
+    pads) into ``grad_input``: float32 sums from +0.0, each element's terms row band by row
+    band (centre, top, bottom), within each column band by column band (centre, left,
+    right), one rounding to nearest even."""
+    total = torch.zeros(grad_input.shape, dtype=accumulator_dtype(grad_input.dtype), device=grad_input.device)
+    for row_src, row_dst, row_len in _bands(rows):
+        for col_src, col_dst, col_len in _bands(cols):
+            term = grad_output.narrow(-2, row_src, row_len).narrow(-1, col_src, col_len)
+            total.narrow(-2, row_dst, row_len).narrow(-1, col_dst, col_len).add_(term)
+    grad_input.copy_(total)   # torch's casts round to nearest even
+
+
+class TorchArch35PadPlan(TorchCircularPadPlan):
+    """The plan under the arch35-simt model (target ascend-950)."""
+
+    def run(self, buffers: tuple, workspace, stream) -> None:
+        grad_output, grad_input = (as_torch(b) for b in buffers)
+        with on_stream(grad_input.device, stream):
+            arch35_backward_into(grad_output, grad_input, self.rows, self.cols)
+
+
 def plan_for(problem: Problem) -> TorchCircularPadPlan:
-    return TorchCircularPadPlan(problem)
+    """The plan of the Problem's numerics model: the spec's, or arch35-simt."""
+    return (TorchArch35PadPlan if problem.numerics == "arch35-simt" else TorchCircularPadPlan)(problem)

@@ -54,7 +54,7 @@ def _pad_verdict(shape: torch.Size, dtype: torch.dtype, pads: tuple[int, int, in
     op, name = pad_rules.OP, ops.dtype_name(dtype)
     grad_output_shape = pad_rules.check_metadata(tuple(shape), name, pads)
     on = npu_targets.for_call(op, target, str(device))   # the device's, on an Ascend NPU
-    npu_targets.check(on, op, (("self", name),), grad_output_shape[-1])
+    npu_targets.check(on, op, (("self", name),), pad_rules.pad_facts(grad_output_shape, tuple(shape), pads))
 
 
 def check_circular_pad2d(input: torch.Tensor, pads: tuple[int, int, int, int]) -> None:
@@ -102,8 +102,8 @@ def _l1_verdict(input_meta: tuple, target_meta: tuple, device: torch.device, tar
     outs = [ops.dtype_name(dtype) if tuple(s) == shape else promoted
             for dtype, s, needed in (input_meta, target_meta) if needed]
     on = npu_targets.for_call(op, npu_target, str(device))
-    npu_targets.check(on, op, (("self", promoted),) + tuple(("out", out) for out in outs),
-                      recast=target_name not in rules.FLOATS or any(out != promoted for out in outs))
+    recast = target_name not in rules.FLOATS or any(out != promoted for out in outs)
+    npu_targets.check(on, op, (("self", promoted),) + tuple(("out", out) for out in outs), {"recast": recast})
     return shape, promoted
 
 
