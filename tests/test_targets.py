@@ -3,6 +3,7 @@ the pad's width limits, how a call picks its target, and the memo keeping them a
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import subprocess
@@ -297,3 +298,53 @@ def test_arch35_refuses_what_it_does_not_model_and_compiles_only_when_used():
               "print('padloss_numba.pad_arch35' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False"]
+
+
+# --- CANN's own system-test cases, under the targets of the kernels they test ----------------------
+
+ST = json.loads((Path(__file__).resolve().parent / "data" / "cann_st_cases.json").read_text(encoding="utf-8"))
+RUN_MAX_ELEMENTS = 1 << 14   # the cases that small are also computed (the rest: phase 1 only)
+
+
+def _bits(a):
+    return a.reshape(-1).view(f"u{a.itemsize}")
+
+
+def _st_ids():
+    return [(i, target) for i, suite in enumerate(ST["suites"]) for target in suite["targets"]]
+
+
+@pytest.mark.parametrize("suite, target", _st_ids(), ids=lambda v: str(v))
+def test_cann_st_cases_pass_under_their_targets(suite, target):
+    """Each case of CANN's ST suites for a kernel (tests/data/cann_st_cases.json names where
+    they come from) is accepted in phase 1 under the target of that kernel; the small ones
+    give the target's model's bits (padloss.reference) when run."""
+    from padloss import reference
+
+    spec = ST["suites"][suite]
+    rng = np.random.default_rng(suite)
+    numerics = npu_targets.TARGETS[target].ops[spec["op"]].numerics
+    for case in spec["cases"]:
+        dtype = _dtype(case[0])
+        if spec["op"] == PAD:
+            _, g_shape, self_shape, pads = case
+            g, out = np.empty(g_shape, dtype), np.empty(self_shape, dtype)
+            call = padloss.circular_pad2d_backward_get_workspace_size
+            size, executor = call(g, out, pads, out, npu_target=target)
+            if out.size and out.size <= RUN_MAX_ELEMENTS:
+                g[...] = rng.uniform(0, 100, g_shape)
+                executor.run(workspace=np.empty(size, np.uint8))
+                want = reference.circular_pad2d_backward(g, self_shape, pads, numerics=numerics)
+                np.testing.assert_array_equal(_bits(out), _bits(want), err_msg=str(case))
+        else:
+            _, g_shape, x_shape, t_shape, reduction = case
+            g, x, t = (np.empty(s, dtype) for s in (g_shape, x_shape, t_shape))
+            out = np.empty(np.broadcast_shapes(g_shape, x_shape, t_shape), dtype)
+            call = padloss.l1_loss_backward_get_workspace_size
+            _, executor = call(g, x, t, reduction, out, npu_target=target)
+            if out.size and out.size <= RUN_MAX_ELEMENTS:
+                for a in (g, x, t):
+                    a[...] = rng.uniform(-10, 10, a.shape)
+                executor.run()
+                want = reference.l1_loss_backward(g, x, t, reduction)
+                np.testing.assert_array_equal(_bits(out), _bits(want), err_msg=str(case))
