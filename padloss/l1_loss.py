@@ -179,10 +179,8 @@ def _validate_output(meta: TensorMeta, inputs: Inputs, name: str) -> None:
 
 
 def _target_terms(inputs: Inputs, out: TensorMeta) -> tuple:
-    """What a target checks (padloss.npu_targets.check): P, the output's dtype, and
-    whether CANN would recast (an integer input, an output dtype other than P)."""
-    recast = out.dtype != inputs.dtype or any([t.meta.dtype not in FLOATS for t in inputs.tensors])
-    return (("self", inputs.dtype), ("out", out.dtype)), {"recast": recast}
+    """What a target checks (padloss.npu_targets.check): P and the output's dtype."""
+    return (("self", inputs.dtype), ("out", out.dtype)), {"promoted": inputs.dtype, "outs": (out.dtype,)}
 
 
 _op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output, _target_terms)

@@ -19,7 +19,7 @@ import torch
 
 from padloss import circular_pad as pad_rules
 from padloss import l1_loss as l1_rules
-from padloss import npu_targets, rules, torch_compat
+from padloss import npu_targets, torch_compat
 from padloss.config import current as settings
 
 from . import ops, torch_functions
@@ -102,8 +102,8 @@ def _l1_verdict(input_meta: tuple, target_meta: tuple, device: torch.device, tar
     outs = [ops.dtype_name(dtype) if tuple(s) == shape else promoted
             for dtype, s, needed in (input_meta, target_meta) if needed]
     on = npu_targets.for_call(op, npu_target, str(device))
-    recast = target_name not in rules.FLOATS or any(out != promoted for out in outs)
-    npu_targets.check(on, op, (("self", promoted),) + tuple(("out", out) for out in outs), {"recast": recast})
+    npu_targets.check(on, op, (("self", promoted),) + tuple(("out", out) for out in outs),
+                      {"promoted": promoted, "outs": tuple(outs)})
     return shape, promoted
 
 
