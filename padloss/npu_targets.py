@@ -36,18 +36,6 @@ class OpSupport(NamedTuple):
     unmodelled: Callable[[dict], str | None] | None = None
 
 
-# CANN's L1 op_api casts every input to P (as docs/ does: integers rounded once to P), runs
-# the kernel into P and casts that to the output's dtype. Where P is 16-bit and the output
-# another dtype, that rounds twice (or widens P's precision): padloss does not compute it
-# that way yet (docs/ rounds the float32 result once).
-def _l1_unmodelled(facts: dict) -> str | None:
-    promoted = facts["promoted"]
-    if promoted in ("float16", "bfloat16") and any(out != promoted for out in facts["outs"]):
-        return (f"an output of another dtype than P = {promoted}, which its op_api rounds to P "
-                f"first")
-    return None
-
-
 # Ascend 950's kernel is the SIMT one (pad_v3_grad_circular_simt.h) where padloss models it:
 # pads of one sign (its tiling takes a SIMD path for large, wide inputs with positive pads,
 # pad_v3_grad_circular_huge_width.h, and negative pads are not read yet).
@@ -74,8 +62,11 @@ class Target(NamedTuple):
         return self.ops.get(op) is not None
 
 
-_A2_A3 = {PAD: OpSupport(NPU, "spec", PAD_WIDTH_LIMITS), L1: OpSupport(NPU, "spec", None, _l1_unmodelled)}
-_NO_PAD_L1_HALF = {PAD: None, L1: OpSupport(HALF_AND_SINGLE, "spec", None, _l1_unmodelled)}
+# CANN's L1 op_api casts every input to P (as docs/ does: integers rounded once), runs the
+# kernel into P and casts that to the output's dtype: the "op-api" model (padloss.reference).
+_L1_OP_API = "op-api"
+_A2_A3 = {PAD: OpSupport(NPU, "spec", PAD_WIDTH_LIMITS), L1: OpSupport(NPU, _L1_OP_API, None)}
+_NO_PAD_L1_HALF = {PAD: None, L1: OpSupport(HALF_AND_SINGLE, _L1_OP_API, None)}
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("spec", "padloss's contract (docs/): no product's limits, float64 and integer extensions",
@@ -89,7 +80,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            {PAD: None, L1: None}),
     Target("ascend-950", "Ascend 950PR / Ascend 950DT", ("Ascend950", "Ascend910_95"),
            {PAD: OpSupport(NPU, "arch35-simt", PAD_WIDTH_LIMITS, _arch35_unmodelled),
-            L1: OpSupport(NPU, "spec", None, _l1_unmodelled)}),
+            L1: OpSupport(NPU, _L1_OP_API, None)}),
 )}
 DEFAULT = "spec"
 # The status CANN returns where a product has no kernel for the op, or its tiling refuses

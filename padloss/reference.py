@@ -410,7 +410,8 @@ def _to_compute(x: np.ndarray, P: np.dtype, compute: np.dtype) -> np.ndarray:
     return x.astype(compute)
 
 
-def l1_loss_backward(grad_output, self, target, reduction, out_dtype=None) -> np.ndarray:
+def l1_loss_backward(grad_output, self, target, reduction, out_dtype=None,
+                     numerics: str = "spec") -> np.ndarray:
     """d L1(self, target) / d self, with the spec's numerics.
 
     P = promote(target, promote(grad_output, self)); compute type = f32 (f64 for P = f64).
@@ -419,7 +420,17 @@ def l1_loss_backward(grad_output, self, target, reduction, out_dtype=None) -> np
         coef   = mean_coefficient(B, compute) for mean, 1 otherwise
         result = sign * (grad_output * coef)        # in the compute type
     then one round-to-nearest-even cast to ``out_dtype`` (default P).
+
+    ``numerics="op-api"``: CANN's op_api around its kernel (the product targets'): the
+    result rounded to P, then cast to ``out_dtype`` (a second rounding, or P's precision
+    widened, where P is 16-bit and the output another dtype).
     """
+    if numerics == "op-api":
+        in_p = l1_loss_backward(grad_output, self, target, reduction)
+        out = in_p.dtype if out_dtype is None else np.dtype(out_dtype)
+        return in_p if out == in_p.dtype else in_p.astype(out)
+    if numerics != "spec":
+        raise ValueError(f"unknown numerics model {numerics!r}")
     g = np.asarray(grad_output)
     s = np.asarray(self)
     t = np.asarray(target)

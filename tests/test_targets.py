@@ -2,7 +2,6 @@
 the pad's width limits, how a call picks its target, and the memo keeping them apart."""
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -113,27 +112,44 @@ def test_the_pads_width_limit_is_the_products_not_the_specs(dtype, limit):
         pad_call(dtype, limit, npu_target="atlas-a2")[0]()
 
 
-def test_l1_outputs_cann_rounds_twice_are_refused_as_not_modelled_on_products():
-    """CANN's op_api runs the kernel into P and casts that to the output: with a 16-bit P and
-    another output dtype, two roundings, which padloss does not model yet (361001). Integer
-    inputs (rounded once to P, as docs/ does too) and a float32 P into a narrower output
-    (one rounding either way) run, with the spec's bits."""
+@pytest.mark.parametrize("p_dtype, out_dtype", [("float16", "float32"), ("float16", "bfloat16"),
+                                                 ("bfloat16", "float16"), ("bfloat16", "float32"),
+                                                 ("float32", "float16"), ("float32", "bfloat16")])
+def test_product_targets_round_l1_to_p_before_the_output_as_canns_op_api(p_dtype, out_dtype):
+    """CANN's op_api runs the kernel into P and casts that to the output (the op-api model):
+    with a 16-bit P and another output dtype the bits differ from the spec's one rounding
+    (the mean's 1/3 keeps float16's precision in a float32 output); with a float32 P they
+    are the spec's. Integer inputs are rounded once to P either way (2049 -> 2048)."""
     from padloss import reference
 
-    x, t = np.arange(6, dtype=np.float16).reshape(2, 3), np.zeros(3, np.float16)
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((3, 7)) * 10).astype(_dtype(p_dtype))
+    t = np.concatenate([x[0], rng.standard_normal(14).astype(_dtype(p_dtype))]).reshape(3, 7)[0]
+    g = np.asarray(rng.standard_normal(), _dtype(p_dtype))
     for target in ("atlas-a2", "ascend-950", "atlas-training"):
-        out = np.full((2, 3), 7.0, np.float32)
-        call = functools.partial(padloss.l1_loss_backward, x[0, 0], x, t, "sum", out=out, npu_target=target)
-        assert outcome_of(call, out) == Status.RUNTIME_ERROR
-        ints = np.array([2049, -3, 0], np.int32)                 # 2049 is the float16 2048
-        got = padloss.l1_loss_backward(np.float16(1), np.full((2, 3), 2048, np.float16), ints, "none",
-                                       npu_target=target)
-        np.testing.assert_array_equal(got, reference.l1_loss_backward(
-            np.float16(1), np.full((2, 3), 2048, np.float16), ints, "none"))
-        narrow = padloss.l1_loss_backward(np.float32(1 / 3), x.astype(np.float32), t, "mean",
-                                          out=np.empty((2, 3), np.float16), npu_target=target)
-        np.testing.assert_array_equal(narrow, reference.l1_loss_backward(
-            np.float32(1 / 3), x.astype(np.float32), t, "mean", out_dtype=np.float16))
+        if not {p_dtype, out_dtype} <= npu_targets.TARGETS[target].ops[L1].dtypes:
+            continue
+        for backend in ("numba", "torch"):
+            got = padloss.l1_loss_backward(g, x, t, "mean", out=np.empty((3, 7), _dtype(out_dtype)),
+                                           npu_target=target, backend=backend)
+            want = reference.l1_loss_backward(g, x, t, "mean", _dtype(out_dtype), numerics="op-api")
+            _assert_bits(np.asarray(got), want)
+    spec = reference.l1_loss_backward(g, x, t, "mean", _dtype(out_dtype))
+    differs = (spec.view(f"u{spec.itemsize}") != want.view(f"u{want.itemsize}")).any()
+    if p_dtype == "float32":
+        assert not differs
+    elif (p_dtype, out_dtype) != ("float16", "bfloat16"):   # a double rounding shows at ties only
+        assert differs
+    ints, twos = np.array([2049, -3, 0], np.int32), np.full((2, 3), 2048, np.float16)
+    got = padloss.l1_loss_backward(np.float16(1), twos, ints, "none", npu_target="atlas-a2")
+    np.testing.assert_array_equal(got, reference.l1_loss_backward(np.float16(1), twos, ints, "none"))
+
+
+def _assert_bits(got, want):
+    unsigned = np.dtype(f"u{want.dtype.itemsize}")
+    nan = np.isnan(want.astype(np.float64))
+    assert got.dtype == want.dtype and (np.isnan(got.astype(np.float64)) == nan).all()
+    assert (got.view(unsigned)[~nan] == want.view(unsigned)[~nan]).all()
 
 
 def test_product_targets_give_the_specs_bits_where_they_run():

@@ -19,7 +19,9 @@ class AscendBackend(Backend):
     plans = {"circular_pad2d_backward": "padloss_ascend.npu:circular_pad_plan",
              "l1_loss_backward": "padloss_ascend.npu:l1_plan",
              # an Ascend 950's own kernel, or the torch ops of its model (padloss_torch.pad)
-             ("circular_pad2d_backward", "arch35-simt"): "padloss_ascend.npu:circular_pad_plan"}
+             ("circular_pad2d_backward", "arch35-simt"): "padloss_ascend.npu:circular_pad_plan",
+             # the device's own op_api (torch_npu's native op), or the torch ops of its model
+             ("l1_loss_backward", "op-api"): "padloss_ascend.npu:l1_plan"}
 
     def availability(self) -> tuple[bool, str]:
         return ascend_availability()

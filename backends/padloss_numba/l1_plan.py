@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from padloss.arrays import TensorMeta
+from padloss.arrays import TensorMeta, numpy_dtype
 from padloss.problem import Problem
 from padloss.rules import FLOATS, compute_dtype, mean_coefficient, promoted_dtype
 
@@ -191,3 +191,34 @@ class L1LossBackwardPlan:
         else:
             self._kernel(*args)
 
+
+
+class OpApiL1Plan:
+    """The op-api model (CANN's op_api around its kernel, the product targets'): the
+    result computed into P, in the workspace, then cast to grad_input's dtype, where
+    that differs from P (padloss.reference, ``numerics="op-api"``)."""
+
+    def __init__(self, problem: Problem, threads: int):
+        metas = problem.tensors
+        out = metas[-1]
+        self._promoted = promoted_dtype(m.dtype for m in metas[:-1])
+        staged = TensorMeta(self._promoted, out.shape, _c_strides(out.shape))
+        self._inner = L1LossBackwardPlan(problem._replace(tensors=(*metas[:-1], staged)), threads)
+        self.workspace_size = math.prod(out.shape) * _storage(staged).itemsize
+
+    def bind(self, buffers: tuple) -> tuple:
+        return buffers
+
+    def run(self, buffers: tuple, workspace, stream) -> None:
+        *inputs, out = buffers
+        staged = workspace[:self.workspace_size].view(numpy_dtype(self._promoted)).reshape(out.shape)
+        self._inner.run(self._inner.bind((*inputs, staged)), None, stream)
+        np.copyto(out, staged, casting="unsafe")   # P to the output: exact, or one rounding to even
+
+
+def op_api_plan(problem: Problem, threads: int):
+    """The plan of the op-api model: the spec's own where the output's dtype is P."""
+    promoted = promoted_dtype(m.dtype for m in problem.tensors[:-1])
+    if problem.output.dtype == promoted or problem.is_empty:
+        return L1LossBackwardPlan(problem, threads)
+    return OpApiL1Plan(problem, threads)

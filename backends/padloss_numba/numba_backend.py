@@ -50,7 +50,8 @@ class NumbaBackend(Backend):
     name, priority, devices = "numba", 100, frozenset({"cpu"})
     plans = {"circular_pad2d_backward": "padloss_numba.pad_plan:CircularPadPlan",
              "l1_loss_backward": "padloss_numba.l1_plan:L1LossBackwardPlan",
-             ("circular_pad2d_backward", "arch35-simt"): "padloss_numba.pad_arch35:Arch35PadPlan"}
+             ("circular_pad2d_backward", "arch35-simt"): "padloss_numba.pad_arch35:Arch35PadPlan",
+             ("l1_loss_backward", "op-api"): "padloss_numba.l1_plan:op_api_plan"}
 
     @functools.cache  # noqa: B019  (one instance, alive as long as the process)
     def availability(self) -> tuple[bool, str]:

@@ -22,7 +22,8 @@ class TorchBackend(Backend):
     name, priority, devices = "torch", 10, frozenset({"cuda"})
     plans = {"circular_pad2d_backward": "padloss_torch.pad:plan_for",
              "l1_loss_backward": "padloss_torch.l1:plan_for",
-             ("circular_pad2d_backward", "arch35-simt"): "padloss_torch.pad:plan_for"}
+             ("circular_pad2d_backward", "arch35-simt"): "padloss_torch.pad:plan_for",
+             ("l1_loss_backward", "op-api"): "padloss_torch.l1:plan_for"}
 
     def availability(self) -> tuple[bool, str]:
         return torch_availability()

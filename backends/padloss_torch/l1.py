@@ -82,5 +82,21 @@ class TorchL1Plan:
             l1_loss_backward_into(grad_output, self_, target, grad_input, self.promoted, self.coef)
 
 
+class TorchOpApiL1Plan(TorchL1Plan):
+    """The op-api model (the product targets'): the result computed in P, then cast to
+    grad_input's dtype, which differs from P here (padloss.reference, ``numerics="op-api"``)."""
+
+    def run(self, buffers: tuple, workspace, stream) -> None:
+        grad_output, self_, target, grad_input = (as_torch(b) for b in buffers)
+        with on_stream(grad_input.device, stream):
+            staged = torch.empty(grad_input.shape, dtype=self.promoted, device=grad_input.device)
+            l1_loss_backward_into(grad_output, self_, target, staged, self.promoted, self.coef)
+            grad_input.copy_(staged)   # torch's casts: exact, or one rounding to nearest even
+
+
 def plan_for(problem: Problem) -> TorchL1Plan:
-    return TorchL1Plan(problem)
+    """The plan of the Problem's numerics: the spec's, or op-api's where the output's dtype is not P."""
+    plan = TorchL1Plan(problem)
+    if problem.numerics == "op-api" and str(plan.promoted).removeprefix("torch.") != problem.output.dtype:
+        return TorchOpApiL1Plan(problem)
+    return plan
