@@ -123,8 +123,11 @@ def test_product_targets_round_l1_to_p_before_the_output_as_canns_op_api(p_dtype
     from padloss import reference
 
     rng = np.random.default_rng(7)
-    x = (rng.standard_normal((3, 7)) * 10).astype(_dtype(p_dtype))
-    t = np.concatenate([x[0], rng.standard_normal(14).astype(_dtype(p_dtype))]).reshape(3, 7)[0]
+    x = rng.standard_normal((3, 7)) * 10
+    x.flat[::5], x.flat[1::6], x.flat[2::9] = np.nan, -0.0, np.inf   # NaN: sign 0; equal zeros: 0
+    x = x.astype(_dtype(p_dtype))
+    t = x[1].copy()                       # row 1 equal to the target: sign 0 (a -0.0 times grad)
+    t[::3] = rng.standard_normal(3)
     g = np.asarray(rng.standard_normal(), _dtype(p_dtype))
     for target in ("atlas-a2", "ascend-950", "atlas-training"):
         if not {p_dtype, out_dtype} <= npu_targets.TARGETS[target].ops[L1].dtypes:
