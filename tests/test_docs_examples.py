@@ -57,6 +57,9 @@ def test_the_pages_hold_their_examples():
     assert any("DistributedDataParallel" in b for b in torch_page)
 
 
+EXIT_ABORT = "terminate called without an active exception"
+
+
 @pytest.mark.parametrize("page, index, code", EXAMPLES,
                          ids=[f"{p.relative_to(ROOT)}[{i}]" for p, i, _ in EXAMPLES])
 def test_the_example_runs(page, index, code, tmp_path):
@@ -76,4 +79,9 @@ def test_the_example_runs(page, index, code, tmp_path):
     env = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, str(script)], env={**os.environ, **env}, capture_output=True,
                           text=True, timeout=240, cwd=tmp_path)
+    if done.returncode != 0 and EXIT_ABORT in done.stderr and "mp.spawn" in code:
+        # torch 2.14.1 on Python 3.13.0 aborts a gloo process now and then as it exits, after
+        # its work, padloss imported or not (1 run in 5 here): every rank must have finished
+        assert all(f"rank {rank}: done" in done.stdout for rank in (0, 1)), done.stderr[-4000:]
+        return
     assert done.returncode == 0, done.stderr[-4000:]
