@@ -213,6 +213,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def joined(context, results: list) -> bool:
+    """Whether the spawned ranks have all exited. torch 2.14.1 on Python 3.13.0 aborts a
+    gloo process now and then as it exits, after its work (1 run in 7 here, padloss or not;
+    tests/test_docs_examples.py): that counts as an exit once every rank saved its results."""
+    import torch.multiprocessing as mp
+
+    try:
+        return context.join(timeout=5)
+    except mp.ProcessExitedException as exc:
+        if exc.signal_name == "SIGABRT" and all(path.exists() for path in results):
+            for process in context.processes:
+                process.join(10)
+            return True
+        raise
+
+
 def test_ddp_two_ranks_give_the_full_batch_gradients(tmp_path, monkeypatch):
     import torch.multiprocessing as mp
 
@@ -224,7 +240,7 @@ def test_ddp_two_ranks_give_the_full_batch_gradients(tmp_path, monkeypatch):
                                  nprocs=world_size, join=False, start_method="spawn")
     deadline = time.monotonic() + deadline_s
     try:
-        while not context.join(timeout=5):
+        while not joined(context, [tmp_path / f"rank{rank}.pt" for rank in range(world_size)]):
             if time.monotonic() > deadline:
                 pytest.fail(f"DDP children did not finish within {deadline_s:.0f} s")
     finally:
