@@ -134,15 +134,26 @@ class ValidatedCalls:
         known = self._known.get(key)
         if known is None:
             return None
-        *inputs, out = buffers
+        out = buffers[-1]
         flags = out.flags
         if not flags.writeable:
             raise invalid_argument(self.op, names[-1], "is read-only; the output must be writable")
-        owner = flags.owndata   # two arrays that each own their memory share none of it
-        for b in inputs:
-            if (b is out or not owner or not b.flags.owndata) and np.may_share_memory(out, b):
+        owner = flags.owndata
+        for b in buffers[:-1]:
+            if not (owner and b is not out and _in_other_allocation(b, out)) and np.may_share_memory(out, b):
                 check_output_overlap(self.op, names, as_tensors(known.problem, buffers))   # names the input
         return known
+
+
+def _in_other_allocation(b: np.ndarray, out: np.ndarray) -> bool:
+    """Whether ``b``'s memory lies in an allocation NumPy made for an array other than
+    ``out``: ``b``'s own, or its base's (NumPy points every view at the array owning the
+    memory). Two such allocations share nothing, so an output that owns its memory needs
+    no overlap test against ``b`` (``np.may_share_memory`` costs ~0.17 us an input)."""
+    if b.flags.owndata:
+        return True
+    base = b.base
+    return type(base) is np.ndarray and base is not out and base.flags.owndata
 
 
 def as_tensors(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:

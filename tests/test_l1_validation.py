@@ -2,6 +2,8 @@
 names the argument and the rule, and a pre-filled output left untouched."""
 from __future__ import annotations
 
+import ctypes
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -239,7 +241,13 @@ def test_a_known_signature_still_refuses_an_output_overlapping_an_input():
     padloss.l1_loss_backward(F32(1.0), x, t, "none", out=out)                 # remembered
     owner_x, owner_out = np.ones((2, 3), F32), np.empty((2, 3), F32)
     padloss.l1_loss_backward(F32(1.0), owner_x, t, "none", out=owner_out)      # remembered
-    for same_meta_out, self_ in ((buf[:, 1:4], x), (owner_x, owner_x)):
+    # an output owning its memory against inputs in it: a view (its base is the output), the
+    # output's buffer read back through np.frombuffer and a ctypes array over its address
+    at_address = (ctypes.c_float * 6).from_address(owner_out.ctypes.data)
+    ctypes_view = np.ctypeslib.as_array(at_address).reshape(2, 3)
+    for same_meta_out, self_ in ((buf[:, 1:4], x), (owner_x, owner_x), (owner_out, owner_out[:, :]),
+                                 (owner_out, np.frombuffer(owner_out, F32).reshape(2, 3)),
+                                 (owner_out, ctypes_view)):
         before = self_.copy()
         with pytest.raises(padloss.InvalidArgumentError, match="shares memory with 'self'"):
             padloss.l1_loss_backward(F32(1.0), self_, t, "none", out=same_meta_out)
