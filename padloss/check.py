@@ -2,15 +2,16 @@
 padloss.reference, bit for bit (NaN payloads aside)."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
 import padloss
 
-from . import catalogue
+from . import catalogue, dispatch
 from .catalogue import CheckCase
-from .console import Progress, table
+from .console import Progress, pool_size, run_jobs, table
 
 
 def differing(got: Any, want: np.ndarray) -> int:
@@ -24,14 +25,36 @@ def differing(got: Any, want: np.ndarray) -> int:
     return int(np.count_nonzero(~(same | nan)))
 
 
-def run(cases: list[CheckCase] | None = None, target: str | None = None) -> int:
-    """Each case on every available backend, under ``target`` (None: the setting's);
-    prints the table; 1 on any mismatch or crash. A call the target's product refuses
-    counts as refused, with its status, not as a failure."""
+def run(cases: list[CheckCase] | None = None, target: str | None = None, ahead: bool = False) -> int:
+    """Each case (None: the catalogue's) on every available backend, under ``target``
+    (None: the setting's), their kernels compiled first in child processes with
+    ``ahead`` (:func:`compile_ahead`); prints the table; 1 on any mismatch or crash. A
+    call the target's product refuses counts as refused, with its status, not as a failure."""
     if target is None:
         target = padloss.config.current.target
+    cases = catalogue.check_cases() if cases is None else cases
+    if ahead:
+        compile_ahead(cases, target)
     with padloss.config.set(target=target):
-        return _run(catalogue.check_cases() if cases is None else cases, target)
+        return _run(cases, target)
+
+
+def compile_ahead(cases: list[CheckCase], target: str) -> None:
+    """Compile the kernels of ``cases`` under ``target`` in a pool of child processes,
+    an op and dtype a job (padloss.console.run_jobs), when an available backend would
+    compile some of them (``dispatch.would_compile``): on an empty compile cache, the
+    check's compiles would otherwise run one after another on one core. A job computes
+    the catalogue's cases of its op and dtype; what it leaves uncompiled, the check
+    compiles itself."""
+    calls = list(dict.fromkeys((case.op, case.dtype) for case in cases))
+    if not dispatch.would_compile(calls):
+        return
+    jobs = [(op, ["check", op, dtype, target]) for op, dtype in calls]
+    print(f"padloss check: compiling its kernels first, {pool_size(len(jobs))} processes at once (the first "
+          "run of these sources; later runs load them)", file=sys.stderr)
+    progress = Progress(len(jobs))
+    run_jobs(jobs, progress)
+    progress.close()
 
 
 def _run(cases: list[CheckCase], target: str) -> int:

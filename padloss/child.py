@@ -1,12 +1,16 @@
 """The child processes the command line starts, each a module run with arguments:
 
     python -m padloss.child warmup OP DTYPE...      compile one op's kernels, a dtype at a time
-    python -m padloss.child prepare OP REDUCTION SIZES DTYPES MIXES
+    python -m padloss.child prepare OP REDUCTION SIZES DTYPES
                                                     compile what the bench times for one op
+    python -m padloss.child ceilings MIXES          compile the bench's ceiling kernels
+    python -m padloss.child check OP DTYPE TARGET   compile what ``padloss check`` runs of one op and dtype
+    python -m padloss.child serve                   run jobs (one of the above each) from stdin
     python -m padloss.child peer SPEC               time a peer framework (padloss.bench.peers)
 
-A compiling child prints a line as each piece is ready (padloss.console.run_children
-draws them); Numba compiles on one core in each, and their cache writes are locked.
+A compiling child prints a line as each piece is ready; a pool of ``serve`` children
+(padloss.console.run_jobs) shares out the compiles and draws those lines. Numba
+compiles on one core in each, and their cache writes are locked.
 """
 from __future__ import annotations
 
@@ -23,18 +27,57 @@ def warmup(op: str, *dtypes: str) -> None:
         print(dtype, flush=True)
 
 
-def prepare(op: str, reduction: str, sizes: str, dtypes: str, mixes: str) -> None:
-    """The bench's kernels for ``op`` at each of ``sizes`` x ``dtypes`` (comma-separated),
-    and with the first of them the ceilings of ``mixes`` (counts of input streams)."""
+def prepare(op: str, reduction: str, sizes: str, dtypes: str) -> None:
+    """The bench's kernels for ``op`` at each of ``sizes`` x ``dtypes`` (comma-separated)."""
     from padloss.bench import workloads
 
     logging.getLogger("padloss").setLevel(logging.ERROR)   # its note on slow first calls: asked for here
-    pending = [int(n) for n in mixes.split(",") if n]
     for size in sizes.split(","):
         for dtype in dtypes.split(","):
-            workloads.prepare(workloads.workload(op, dtype, size, reduction, filled=False), pending)
-            pending = []
+            workloads.prepare(workloads.workload(op, dtype, size, reduction, filled=False))
             print(size, dtype, flush=True)
+
+
+def ceilings(mixes: str) -> None:
+    """The bench's ceiling kernels of ``mixes`` (comma-separated counts of input streams)."""
+    from padloss.bench import ceilings
+
+    for n_inputs in mixes.split(","):
+        ceilings.prepare(int(n_inputs))
+    print(f"ceilings of {mixes} inputs", flush=True)
+
+
+def check(op: str, dtype: str, target: str) -> None:
+    """Compile (or load) the kernels of ``op``'s check cases in ``dtype`` under ``target``:
+    each case computed on every available backend; results and errors are the parent's
+    check's to find, which computes them again."""
+    import contextlib
+
+    import padloss
+    from padloss import catalogue
+
+    logging.getLogger("padloss").setLevel(logging.ERROR)
+    with padloss.config.set(target=target):
+        backends = [b.name for b in padloss.available_backends() if b.available]
+        for case in catalogue.OPS[op].check_cases(dtype):
+            for backend in backends:
+                with contextlib.suppress(Exception):
+                    case.compute(backend)
+    print(dtype, flush=True)
+
+
+JOB_DONE = "job done"
+"""What a ``serve`` child prints when it has finished a job and takes the next."""
+
+
+def serve() -> None:
+    """Jobs from stdin, one a line (a JSON list: a kind of KINDS and its arguments), run
+    in turn, each followed by a line :data:`JOB_DONE`, until stdin closes. A job that
+    raises ends the child (its traceback on stderr, exit status 1)."""
+    for line in sys.stdin:
+        kind, *args = json.loads(line)
+        KINDS[kind](*args)
+        print(JOB_DONE, flush=True)
 
 
 def peer(spec: str) -> None:
@@ -43,7 +86,8 @@ def peer(spec: str) -> None:
     peers.peer_side(json.loads(spec))
 
 
-KINDS = {"warmup": warmup, "prepare": prepare, "peer": peer}
+KINDS = {"warmup": warmup, "prepare": prepare, "ceilings": ceilings, "check": check, "serve": serve,
+         "peer": peer}
 
 if __name__ == "__main__":
     KINDS[sys.argv[1]](*sys.argv[2:])

@@ -21,7 +21,7 @@ import padloss
 from . import catalogue, dispatch
 from .bench.run import THP_VAR
 from .bench.workloads import SIZES
-from .console import Progress, run_children
+from .console import Progress, pool_size, run_jobs
 
 NO_SUBCOMMAND = ["bench", "--quick"]
 
@@ -80,24 +80,25 @@ def info(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     from . import check
 
-    return check.run(target=args.target)
+    return check.run(target=args.target, ahead=True)
 
 
 def warmup(args: argparse.Namespace) -> int:
-    """Compile (or load) every kernel padloss.warmup() prepares, one child process
-    per op, all at once."""
+    """Compile (or load) every kernel padloss.warmup() prepares, an op and dtype a job,
+    in a pool of child processes (padloss.console.run_jobs)."""
     dtypes = args.dtypes or list(catalogue.WARM_DTYPES)
     ops = list(catalogue.OPS)
-    progress = Progress(len(ops) * len(dtypes))
+    jobs = [(op, ["warmup", op, dtype]) for op in ops for dtype in dtypes]
+    progress = Progress(len(jobs))
     t0 = time.perf_counter()
-    failed = run_children({op: ["warmup", op, *dtypes] for op in ops}, progress)
+    failed = run_jobs(jobs, progress)
     progress.close()
     seconds = time.perf_counter() - t0
     if failed:
-        print(f"padloss warmup: failed for {', '.join(failed)} (see the errors above)")
+        print(f"padloss warmup: failed for {', '.join(sorted(set(failed)))} (see the errors above)")
         return 1
     print(f"padloss warmup: {len(ops)} ops x {len(dtypes)} dtypes ready in {seconds:.1f} s "
-          f"({len(ops)} processes); `padloss info` shows the compile cache")
+          f"({pool_size(len(jobs))} processes); `padloss info` shows the compile cache")
     return 0
 
 
@@ -163,9 +164,10 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--target", choices=[t.name for t in padloss.targets()], default=None,
                    help="check under this target (docs/targets.md): what its product refuses is "
                         "counted as refused; default: the target setting")
-    w = sub.add_parser("warmup", help="compile (or load) the common kernels ahead, one process per op",
+    w = sub.add_parser("warmup", help="compile (or load) the common kernels ahead, one process per CPU",
                        description="Compile, or load from the disk cache, the kernels padloss.warmup() "
-                                   "prepares (serial and parallel variants), all ops at once.")
+                                   "prepares (serial and parallel variants), an op and dtype a job, in a "
+                                   "pool of one process per CPU.")
     w.add_argument("--dtypes", nargs="+", choices=list(catalogue.CHECK_DTYPES),
                    default=None, help=f"default: {', '.join(catalogue.WARM_DTYPES)}")
     b = sub.add_parser("bench", help="time both ops against their peers and the bandwidth ceiling",

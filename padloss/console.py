@@ -2,6 +2,8 @@
 child processes (padloss.child) whose progress it draws."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from typing import TextIO
@@ -47,25 +49,69 @@ def table(header: list[str], rows: list[list[str]], right: set[int] = frozenset(
     return "\n".join("  ".join(cell(r, i) for i in range(len(header))).rstrip() for r in [header] + rows)
 
 
-def run_children(children: dict[str, list[str]], progress: Progress) -> list[str]:
-    """Run ``python -m padloss.child KIND ARGS...`` for each label (label -> [KIND, ARGS...])
-    all at once; each line a child prints counts one step of ``progress`` done. Returns
-    the labels whose child failed."""
+def pool_size(jobs: int) -> int:
+    """How many children :func:`run_jobs` starts for ``jobs`` jobs: one per CPU (each
+    compiles on one core), no more than there are jobs."""
+    return max(1, min(jobs, os.cpu_count() or 1))
+
+
+def run_jobs(jobs: list[tuple[str, list[str]]], progress: Progress) -> list[str]:
+    """Run each job (label, [KIND, ARGS...] of padloss.child) in a pool of
+    :func:`pool_size` ``serve`` children, each taking the next job in the list as it
+    finishes one, so the caller lists the longest first; each line a job prints counts
+    one step of ``progress`` done. Returns the labels of the jobs that failed: a child
+    that dies fails the job it held, and a new one takes its place."""
     import selectors
 
-    started = {label: subprocess.Popen([sys.executable, "-m", "padloss.child", *argv], stdout=subprocess.PIPE,
-                                       text=True)
-               for label, argv in children.items()}
+    from .child import JOB_DONE
+
+    pending, failed = list(jobs), []
+    holding: dict[subprocess.Popen, str] = {}
+    unread: dict[subprocess.Popen, bytes] = {}   # each child's output after its last whole line
     selector = selectors.DefaultSelector()
-    for label, child in started.items():
-        selector.register(child.stdout, selectors.EVENT_READ, label)
-    open_pipes = len(started)
-    while open_pipes:
+
+    def hand_next(child: subprocess.Popen) -> None:
+        try:
+            if pending:
+                holding[child], argv = pending.pop(0)
+                child.stdin.write((json.dumps(argv) + "\n").encode())
+                child.stdin.flush()
+            else:
+                child.stdin.close()
+        except BrokenPipeError:   # it died: its stdout's end comes next
+            pass
+
+    def start() -> None:
+        child = subprocess.Popen([sys.executable, "-m", "padloss.child", "serve"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE)
+        selector.register(child.stdout, selectors.EVENT_READ, child)
+        unread[child] = b""
+        hand_next(child)
+
+    def ended(child: subprocess.Popen) -> None:
+        selector.unregister(child.stdout)
+        if not child.stdin.closed:
+            child.stdin.close()
+        child.wait()
+        if child in holding:
+            failed.append(holding.pop(child))
+            if pending:
+                start()
+
+    for _ in range(pool_size(len(jobs))):
+        start()
+    while selector.get_map():
         for key, _ in selector.select():
-            line = key.fileobj.readline()
-            if not line:
-                selector.unregister(key.fileobj)
-                open_pipes -= 1
-                continue
-            progress.finished(f"{key.data}, {line.strip()} ready")
-    return [label for label, child in started.items() if child.wait() != 0]
+            child = key.data
+            # os.read, not readline: lines a buffered reader took in ahead would wait unseen
+            chunk = os.read(key.fileobj.fileno(), 1 << 16)
+            *lines, unread[child] = (unread[child] + chunk).split(b"\n")
+            for line in map(bytes.decode, lines):
+                if line == JOB_DONE:
+                    del holding[child]
+                    hand_next(child)
+                else:
+                    progress.finished(f"{holding.get(child)}, {line.strip()} ready")
+            if not chunk:
+                ended(child)
+    return failed

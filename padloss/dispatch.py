@@ -140,6 +140,13 @@ def available_backends() -> list[BackendInfo]:
     return infos
 
 
+def would_compile(calls: list[tuple[str, str]]) -> bool:
+    """Whether an available backend would compile kernels for some of ``calls`` ((op,
+    dtype) pairs; ``Backend.compiled_for``): a first run of these sources, whose
+    compiles the command line shares out among child processes."""
+    return not all(b.compiled_for(calls) for b in registry.by_priority() if b.availability()[0])
+
+
 class Choice(NamedTuple):
     """A selection, remembered: it stands while :meth:`holds` says so."""
 

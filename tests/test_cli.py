@@ -112,6 +112,7 @@ class Terminal(io.StringIO):
 def test_check_passes_on_every_available_backend(monkeypatch):
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(padloss.dispatch, "would_compile", lambda calls: False)   # no compile jobs first
     status, out = run_cli("check")
     drawn = terminal.getvalue().split("\r")
     cases = catalogue.check_cases()
@@ -128,6 +129,24 @@ def test_check_passes_on_every_available_backend(monkeypatch):
     assert len(rows) == len(catalogue.check_cases())
     assert all(set(row.split()[-len(backends):]) <= {"ok", "n/a"} for row in rows)
     assert lines[-1] == f"all {len(rows) * len(backends)} checks match"
+
+
+def test_a_first_check_compiles_its_kernels_ahead_an_op_and_dtype_a_job(monkeypatch, capsys):
+    handed = []
+    monkeypatch.setattr(check, "run_jobs", lambda jobs, progress: handed.extend(jobs) or [])
+    monkeypatch.setattr(padloss.dispatch, "would_compile", lambda calls: False)
+    cases = catalogue.check_cases()
+    check.compile_ahead(cases, "atlas-a2")
+    assert handed == []                                               # a later run loads them
+    monkeypatch.setattr(padloss.dispatch, "would_compile", lambda calls: True)
+    check.compile_ahead(cases, "atlas-a2")
+    assert sorted(argv for _, argv in handed) == sorted(
+        ["check", op, dtype, "atlas-a2"] for op in catalogue.OPS for dtype in catalogue.CHECK_DTYPES)
+    assert "compiling its kernels first" in capsys.readouterr().err
+    terminal = Terminal()                                             # one such job, run
+    assert console.run_jobs([("l1", ["check", "l1_loss_backward", "float32", "spec"])],
+                            console.Progress(1, terminal)) == []
+    assert "l1, float32 ready" in terminal.getvalue()
 
 
 def test_check_under_a_target_counts_what_its_product_refuses(monkeypatch):
@@ -172,6 +191,7 @@ def test_check_counts_a_crash_as_a_failure(monkeypatch):
 
     case = catalogue.check_cases()[0]._replace(compute=crash)
     monkeypatch.setattr(catalogue, "check_cases", lambda: [case])
+    monkeypatch.setattr(padloss.dispatch, "would_compile", lambda calls: False)   # nothing to compile
     status, out = run_cli("check")
     assert status == 1
     assert "ERROR" in out and "boom" in out
@@ -415,7 +435,8 @@ def test_warmup_prepares_every_op_and_dtype_in_child_processes(monkeypatch):
     monkeypatch.setattr(sys, "stderr", terminal)
     status, out = run_cli("warmup", "--dtypes", "float32", "float16")
     assert status == 0
-    assert out.startswith("padloss warmup: 2 ops x 2 dtypes ready in ") and "(2 processes)" in out
+    assert out.startswith("padloss warmup: 2 ops x 2 dtypes ready in ")
+    assert f"({console.pool_size(4)} processes)" in out
     steps = [piece.split() for piece in terminal.getvalue().split("\r") if piece.startswith("[")]
     assert sorted(step[1] for step in steps) == ["1/4", "2/4", "3/4", "4/4"]
     ready = sorted(" ".join(step[2:]) for step in steps)
@@ -423,25 +444,49 @@ def test_warmup_prepares_every_op_and_dtype_in_child_processes(monkeypatch):
                            for dtype in ("float32", "float16"))
 
 
-def test_a_first_bench_compiles_its_kernels_ahead_in_one_process_per_op(monkeypatch):
+def test_a_first_bench_compiles_its_kernels_ahead_in_a_pool_of_jobs(monkeypatch):
     from padloss_numba import variants
 
     args = cli.parser().parse_args(["bench", "--sizes", "tiny"])
     args.dtypes = ["float32"]
     monkeypatch.setattr(variants, "listing", lambda: ({}, 3))                 # nothing for these sources
-    children = run.compile_ahead(args)
-    assert sorted(children) == ["l1", "pad"]
+    jobs = run.compile_ahead(args)
+    assert [label for label, _ in jobs] == ["pad", "l1", "ceilings"]
     pad_only = {("circular_pad2d_backward", "float32"): {}}
     monkeypatch.setattr(variants, "listing", lambda: (pad_only, 0))
-    assert sorted(run.compile_ahead(args)) == ["l1", "pad"]                    # L1's are missing
+    assert run.compile_ahead(args) == jobs                                      # L1's are missing
     both = {**pad_only, ("l1_loss_backward", "float32, float32, float32 -> float32"): {}}
     monkeypatch.setattr(variants, "listing", lambda: (both, 0))
-    assert run.compile_ahead(args) == {}                                        # a later run loads them
+    assert run.compile_ahead(args) == []                                        # a later run loads them
     terminal = Terminal()
-    progress = console.Progress(2, terminal)
-    assert console.run_children(children, progress) == []
+    progress = console.Progress(3, terminal)
+    assert console.run_jobs(jobs, progress) == []
     steps = sorted(" ".join(piece.split()[2:]) for piece in terminal.getvalue().split("\r") if piece)
-    assert steps == ["l1, tiny float32 ready", "pad, tiny float32 ready"]
+    assert steps == ["ceilings, ceilings of 1,2 inputs ready", "l1, tiny float32 ready",
+                     "pad, tiny float32 ready"]
+
+
+def test_the_large_outputs_kernels_are_compile_jobs_of_their_own_listed_first(monkeypatch):
+    from padloss_numba import variants
+
+    args = cli.parser().parse_args(["bench", "--sizes", "tiny", "medium", "large"])
+    args.dtypes = ["float32", "float16"]
+    monkeypatch.setattr(variants, "listing", lambda: ({}, 3))
+    jobs = run.compile_ahead(args)
+    sizes = [argv[3] for _, argv in jobs[:-1]]
+    assert sizes == ["large"] * 4 + ["tiny,medium"] * 4
+    assert sorted((argv[1], argv[4]) for _, argv in jobs[:4]) == sorted(
+        (op, dtype) for op in ("pad", "l1") for dtype in ("float32", "float16"))
+    assert jobs[-1][0] == "ceilings"
+
+
+def test_a_job_pool_fails_the_job_a_child_dies_on_and_runs_the_others(monkeypatch):
+    monkeypatch.setattr(console, "pool_size", lambda jobs: 1)      # the dead child's place is taken
+    terminal = Terminal()
+    jobs = [("broken", ["warmup", "no_such_op", "float32"]), ("ceilings", ["ceilings", "1"]),
+            ("also broken", ["no_such_kind"])]
+    assert console.run_jobs(jobs, console.Progress(1, terminal)) == ["broken", "also broken"]
+    assert "ceilings, ceilings of 1 inputs ready" in terminal.getvalue()
 
 
 def test_ratios_pair_rounds_within_one_process_and_medians_across():
@@ -501,7 +546,7 @@ def test_prepare_plans_a_workload_without_filling_or_running_it():
     padloss.plan_cache.clear()
     w = workloads.workload("l1", "float32", "tiny", "mean", filled=False)
     w.out[...] = 7.0
-    workloads.prepare(w, mixes=[w.ceiling_inputs])
+    workloads.prepare(w)
     assert padloss.plan_cache.size == 1                     # phase 1 planned (and compiled) it
     assert (w.out == 7.0).all()                             # and nothing ran
     planned = padloss.plan_cache.size

@@ -2,7 +2,7 @@
 
 The parent process times padloss's own backends and the ceilings; each peer
 framework times in a child of its own (padloss.bench.peers); on a first run of new
-sources one child per op compiles the kernels ahead (padloss.child prepare).
+sources a pool of child processes compiles the kernels ahead (padloss.child).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import padloss
 
 from .. import dispatch
 from ..catalogue import BENCH_DTYPES, BENCHED
-from ..console import Progress, run_children
+from ..console import Progress, pool_size, run_jobs
 from . import peers, rounds, timing
 from .report import format_report, plot, result_rows
 from .workloads import PADDING, REFERENCE, SIZES, TORCH_BACKENDS, candidates, workload
@@ -129,23 +129,23 @@ def _measure(args: argparse.Namespace, progress: Progress, backends: list[str],
                 not_measured=not_measured, latency=latency, first_result_s=first)
 
 
-def compile_ahead(args: argparse.Namespace) -> dict[str, list[str]]:
-    """The children (one per op, ``python -m padloss.child prepare``) that compile the
-    bench's kernels before it measures, when an available backend would compile some of
-    them (``Backend.compiled_for``): a first run, whose compiles would otherwise run one
-    after another on one core. None when every backend would load or has nothing to compile."""
-    available = [b for b in dispatch.registry.by_priority() if b.availability()[0]]
-    calls = [(op.name, dtype) for op in BENCHED.values() for dtype in args.dtypes]
-    if all(b.compiled_for(calls) for b in available):
-        return {}
-    # the first child compiles every ceiling kernel too, evening out the children: the L1
-    # child's kernels take longer (outputs it streams are a variant of their own)
-    shorts = list(BENCHED)
+def compile_ahead(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """The compile jobs (``python -m padloss.child prepare`` and ``ceilings``, for
+    padloss.console.run_jobs) of the bench's kernels, when an available backend would
+    compile some of them (``dispatch.would_compile``): a first run, whose compiles would
+    otherwise run one after another on one core; none when every backend would load or
+    has nothing to compile. A job an op and dtype's large outputs, whose kernels are
+    variants of their own that compile the longest (they stream past the caches), listed
+    first; one its smaller sizes', which share their kernels; the ceilings' last."""
+    if not dispatch.would_compile([(op.name, dtype) for op in BENCHED.values() for dtype in args.dtypes]):
+        return []
+    smaller = ",".join(s for s in args.sizes if s != "large")
+    groups = (["large"] if "large" in args.sizes else []) + ([smaller] if smaller else [])
+    jobs = [(op, ["prepare", op, args.reduction, sizes, dtype])
+            for sizes in groups for dtype in args.dtypes for op in BENCHED]
     mixes = sorted({workload(op, "float32", "tiny", args.reduction, filled=False).ceiling_inputs
-                    for op in shorts})
-    return {op: ["prepare", op, args.reduction, ",".join(args.sizes), ",".join(args.dtypes),
-                 ",".join(map(str, mixes)) if op == shorts[0] else ""]
-            for op in shorts}
+                    for op in BENCHED})
+    return jobs + [("ceilings", ["ceilings", ",".join(map(str, mixes))])]
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -169,14 +169,14 @@ def bench(args: argparse.Namespace) -> int:
     groups = len(rounds.workloads(args)) + 2 + sum(peers.steps(args, peer)
                                                    for peer, why in peers.timed(args).items() if why is None)
     ahead = compile_ahead(args)
-    progress = Progress(groups + len(ahead) * len(args.sizes) * len(args.dtypes))
+    progress = Progress(groups + (len(BENCHED) * len(args.sizes) * len(args.dtypes) + 1 if ahead else 0))
     backends, not_measured = _backends(args)
     peer_children = peers.start(args, backends)   # importing their frameworks meanwhile
     try:
         if ahead:
-            print(f"padloss bench: compiling its kernels first, {len(ahead)} processes at once (the first "
-                  "run of these sources; later runs load them)", file=sys.stderr)
-            run_children(ahead, progress)   # what a failed child left, the bench compiles itself
+            print(f"padloss bench: compiling its kernels first, {pool_size(len(ahead))} processes at once "
+                  "(the first run of these sources; later runs load them)", file=sys.stderr)
+            run_jobs(ahead, progress)   # what a failed job left, the bench compiles itself
         report = _measure(args, progress, backends, not_measured, peer_children)
     finally:
         progress.close()

@@ -4,7 +4,7 @@ and the NumPy reference as peers) and the streaming ceilings of its read/write m
 Each op of the catalogue names its workload class here."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
@@ -271,15 +271,12 @@ def workload(op: str, dtype: str, size: str, reduction: str, filled: bool = True
     return BENCHED[op].workload_class().sized(dtype, SIZES[size], reduction, filled)
 
 
-def prepare(w: Workload, mixes: Iterable[int] = ()) -> None:
+def prepare(w: Workload) -> None:
     """Compile (or load) what the bench runs for ``w``, without running it: the plan of
     its padloss call (phase 1, automatic backend, for buffers of ``w``'s metadata: an
-    unfilled ``w`` will do), and the ceiling kernels of ``mixes`` (counts of input
-    streams, see ``Workload.ceilings``). Nothing is written: a large workload's pages,
-    filled and written, took 0.4-0.9 s of a compiling child's time."""
+    unfilled ``w`` will do). Nothing is written: a large workload's pages, filled and
+    written, took 0.4-0.9 s of a compiling child's time."""
     w.executor()
-    for n_inputs in mixes:
-        ceilings.prepare(n_inputs)
 
 
 TORCH_BACKENDS = ("torch", "ascend")
