@@ -9,11 +9,11 @@ launches the plan. Unlike aclnn's single-use executor it is repeatable:
 identical metadata.
 
 A one-shot call runs a plan without an Executor: padloss.fastpath, which
-imports this module (``bind``, ``fetch``); nothing here imports it back.
+imports this module (``binder``, ``fetch``); nothing here imports it back.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -85,7 +85,7 @@ class Executor:
     def _bind(self, tensors: tuple[Tensor, ...]) -> None:
         self._clear_workspace = None   # the last workspace found to share no memory with them
         self._tensors = tensors
-        self._bound = bind(self._plan, tuple([t.native for t in tensors]))
+        self._bound = binder(self._plan)(tuple([t.native for t in tensors]))
 
     @property
     def workspace_size(self) -> int:
@@ -166,11 +166,15 @@ def _describe(t: Tensor) -> str:
     return f"dtype {m.dtype}, shape {m.shape}, strides {m.strides} on {t.device}"
 
 
-def bind(plan: Plan, natives: tuple) -> Any:
-    """What ``plan.run`` takes for these native buffers: the result of the plan's
-    own ``bind`` when it has one (work done once per binding, not per run)."""
-    binder = getattr(plan, "bind", None)
-    return natives if binder is None else binder(natives)
+def binder(plan: Plan) -> Callable[[tuple], Any]:
+    """What makes ``plan.run``'s first argument of native buffers: the plan's own
+    ``bind`` when it has one (work done once per binding, not per run), else a
+    function that returns them as they are."""
+    return getattr(plan, "bind", _as_they_are)
+
+
+def _as_they_are(natives: tuple) -> tuple:
+    return natives
 
 
 def fetch(problem: Problem, backend: Backend, key: tuple) -> Plan:

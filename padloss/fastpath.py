@@ -46,17 +46,16 @@ nothing from here.
 """
 from __future__ import annotations
 
-from typing import Any, Hashable, NamedTuple
+from typing import Any, Callable, Hashable, NamedTuple
 
 import numpy as np
 
 from .aliasing import check_output_overlap
 from .arrays import Tensor, numpy_dtype
-from .backend import Plan
 from .config import current as _settings
 from .dispatch import Choice, choose, request
 from .errors import invalid_argument
-from .executor import Spares, bind, fetch
+from .executor import Spares, binder, fetch
 from .plan_cache import plan_cache
 from .problem import Problem
 
@@ -195,7 +194,9 @@ class Ready(NamedTuple):
     context: tuple      # the backend's cache_context()
     key: tuple          # the plan-cache key
     generation: int     # plan_cache.generation before the plan was fetched
-    plan: Plan
+    bind: Callable      # the plan's binder (executor.binder) and run, looked up once
+    run: Callable
+    workspace_size: int
     spares: Spares      # workspaces of finished runs, for the next (executor.Spares)
 
 
@@ -204,7 +205,9 @@ def _ready(problem: Problem, asked: tuple) -> Ready:
     context = choice.backend.cache_context()
     key = (problem, choice.backend.name, context)
     generation = plan_cache.generation
-    return Ready(asked, choice, context, key, generation, fetch(problem, choice.backend, key), Spares())
+    plan = fetch(problem, choice.backend, key)
+    return Ready(asked, choice, context, key, generation, binder(plan), plan.run, plan.workspace_size,
+                 Spares())
 
 
 def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: str | None) -> None:
@@ -219,11 +222,10 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
             or ready.choice.backend.cache_context() != ready.context
             or not plan_cache.touch(ready.key, ready.generation)):
         ready = known.ready = _ready(known.problem, asked)
-    plan = ready.plan
-    size = plan.workspace_size
+    size = ready.workspace_size
     if not size:
-        plan.run(bind(plan, arrays), None, None)
+        ready.run(ready.bind(arrays), None, None)
     else:
         workspace = ready.spares.take(size)
-        plan.run(bind(plan, arrays), workspace, None)
+        ready.run(ready.bind(arrays), workspace, None)
         ready.spares.give(workspace)
