@@ -2,7 +2,7 @@
 padloss.reference, bit for bit (NaN payloads aside)."""
 from __future__ import annotations
 
-import sys
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,7 @@ import padloss
 
 from . import catalogue, dispatch
 from .catalogue import CheckCase
-from .console import Progress, pool_size, run_jobs, table
+from .console import Progress, compile_first, table
 
 
 def differing(got: Any, want: np.ndarray) -> int:
@@ -41,7 +41,7 @@ def run(cases: list[CheckCase] | None = None, target: str | None = None, ahead: 
 
 def compile_ahead(cases: list[CheckCase], target: str) -> None:
     """Compile the kernels of ``cases`` under ``target`` in a pool of child processes,
-    an op and dtype a job (padloss.console.run_jobs), when an available backend would
+    an op and dtype a job (padloss.console.compile_first), when an available backend would
     compile some of them (``dispatch.would_compile``): on an empty compile cache, the
     check's compiles would otherwise run one after another on one core. A job computes
     the catalogue's cases of its op and dtype; what it leaves uncompiled, the check
@@ -49,16 +49,31 @@ def compile_ahead(cases: list[CheckCase], target: str) -> None:
     calls = list(dict.fromkeys((case.op, case.dtype) for case in cases))
     if not dispatch.would_compile(calls):
         return
-    jobs = [(op, ["check", op, dtype, target]) for op, dtype in calls]
-    print(f"padloss check: compiling its kernels first, {pool_size(len(jobs))} processes at once (the first "
-          "run of these sources; later runs load them)", file=sys.stderr)
-    progress = Progress(len(jobs))
-    run_jobs(jobs, progress)
+    progress = Progress(len(calls))
+    compile_first("padloss check", [(op, ["check", op, dtype, target]) for op, dtype in calls], progress)
     progress.close()
 
 
+def compile_cases(op: str, dtype: str, target: str) -> None:
+    """Compile (or load) the kernels of the catalogue's check cases of ``op`` in ``dtype``
+    under ``target`` (a job of :func:`compile_ahead`): each case computed on every
+    available backend; results and errors are the check's to find, which computes them
+    again."""
+    with padloss.config.set(target=target):
+        backends = _available()
+        for case in catalogue.OPS[op].check_cases(dtype):
+            for backend in backends:
+                with contextlib.suppress(Exception):
+                    case.compute(backend)
+
+
+def _available() -> list[str]:
+    """The names of the backends the check runs on."""
+    return [b.name for b in padloss.available_backends() if b.available]
+
+
 def _run(cases: list[CheckCase], target: str) -> int:
-    backends = [b.name for b in padloss.available_backends() if b.available]
+    backends = _available()
     print(f"padloss check: {', '.join(catalogue.OPS)} on {', '.join(backends)} against padloss.reference, "
           f"bit for bit (NaN payloads aside), target {target}")
     rows, notes, failed, refused = [], [], 0, 0

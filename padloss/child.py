@@ -48,21 +48,12 @@ def ceilings(mixes: str) -> None:
 
 
 def check(op: str, dtype: str, target: str) -> None:
-    """Compile (or load) the kernels of ``op``'s check cases in ``dtype`` under ``target``:
-    each case computed on every available backend; results and errors are the parent's
-    check's to find, which computes them again."""
-    import contextlib
-
-    import padloss
-    from padloss import catalogue
+    """The kernels ``padloss check`` runs of ``op`` in ``dtype`` under ``target``
+    (padloss.check.compile_cases)."""
+    from padloss import check
 
     logging.getLogger("padloss").setLevel(logging.ERROR)
-    with padloss.config.set(target=target):
-        backends = [b.name for b in padloss.available_backends() if b.available]
-        for case in catalogue.OPS[op].check_cases(dtype):
-            for backend in backends:
-                with contextlib.suppress(Exception):
-                    case.compute(backend)
+    check.compile_cases(op, dtype, target)
     print(dtype, flush=True)
 
 

@@ -55,6 +55,14 @@ def pool_size(jobs: int) -> int:
     return max(1, min(jobs, os.cpu_count() or 1))
 
 
+def compile_first(command: str, jobs: list[tuple[str, list[str]]], progress: Progress) -> list[str]:
+    """:func:`run_jobs` for a command's compiles ahead of its work, saying so on stderr first;
+    the labels of the jobs that failed (what they left, the command compiles itself)."""
+    print(f"{command}: compiling its kernels first, {pool_size(len(jobs))} processes at once (the first "
+          "run of these sources; later runs load them)", file=sys.stderr)
+    return run_jobs(jobs, progress)
+
+
 def run_jobs(jobs: list[tuple[str, list[str]]], progress: Progress) -> list[str]:
     """Run each job (label, [KIND, ARGS...] of padloss.child) in a pool of
     :func:`pool_size` ``serve`` children, each taking the next job in the list as it

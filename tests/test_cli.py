@@ -132,8 +132,8 @@ def test_check_passes_on_every_available_backend(monkeypatch):
 
 
 def test_a_first_check_compiles_its_kernels_ahead_an_op_and_dtype_a_job(monkeypatch, capsys):
-    handed = []
-    monkeypatch.setattr(check, "run_jobs", lambda jobs, progress: handed.extend(jobs) or [])
+    handed, run_jobs = [], console.run_jobs
+    monkeypatch.setattr(console, "run_jobs", lambda jobs, progress: handed.extend(jobs) or [])
     monkeypatch.setattr(padloss.dispatch, "would_compile", lambda calls: False)
     cases = catalogue.check_cases()
     check.compile_ahead(cases, "atlas-a2")
@@ -144,8 +144,8 @@ def test_a_first_check_compiles_its_kernels_ahead_an_op_and_dtype_a_job(monkeypa
         ["check", op, dtype, "atlas-a2"] for op in catalogue.OPS for dtype in catalogue.CHECK_DTYPES)
     assert "compiling its kernels first" in capsys.readouterr().err
     terminal = Terminal()                                             # one such job, run
-    assert console.run_jobs([("l1", ["check", "l1_loss_backward", "float32", "spec"])],
-                            console.Progress(1, terminal)) == []
+    assert run_jobs([("l1", ["check", "l1_loss_backward", "float32", "spec"])],
+                    console.Progress(1, terminal)) == []
     assert "l1, float32 ready" in terminal.getvalue()
 
 

@@ -18,7 +18,7 @@ import padloss
 
 from .. import dispatch
 from ..catalogue import BENCH_DTYPES, BENCHED
-from ..console import Progress, pool_size, run_jobs
+from ..console import Progress, compile_first
 from . import peers, rounds, timing
 from .report import format_report, plot, result_rows
 from .workloads import PADDING, REFERENCE, SIZES, TORCH_BACKENDS, candidates, workload
@@ -174,9 +174,7 @@ def bench(args: argparse.Namespace) -> int:
     peer_children = peers.start(args, backends)   # importing their frameworks meanwhile
     try:
         if ahead:
-            print(f"padloss bench: compiling its kernels first, {pool_size(len(ahead))} processes at once "
-                  "(the first run of these sources; later runs load them)", file=sys.stderr)
-            run_jobs(ahead, progress)   # what a failed job left, the bench compiles itself
+            compile_first("padloss bench", ahead, progress)
         report = _measure(args, progress, backends, not_measured, peer_children)
     finally:
         progress.close()
