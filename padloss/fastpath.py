@@ -6,7 +6,7 @@ skips the two costly parts of phase 1 when its signature was seen before:
 
 1. **Validation** (:class:`ValidatedCalls`). Validation is a pure function of
    metadata (dtypes, shapes, strides and the op's parameters), so a call whose
-   :func:`signature` matches an earlier, valid one gets the same verdict: the
+   :func:`signature_of` matches an earlier, valid one gets the same verdict: the
    Problem full validation built, kept in a :class:`Known`. What depends on the
    buffers themselves, the output's writability and its overlap with the
    inputs (padloss.aliasing), is still checked on every call
@@ -46,12 +46,13 @@ nothing from here.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, NamedTuple
+from typing import Any, Callable, Hashable
 
 import numpy as np
 
 from .aliasing import check_output_overlap
 from .arrays import Tensor, numpy_dtype
+from .backend import Plan
 from .config import current as _settings
 from .dispatch import Choice, choose, request
 from .errors import invalid_argument
@@ -86,32 +87,44 @@ class Known:
         return np.empty(*self._output)
 
 
-def signature(arrays: tuple, params: Any, target: Any) -> tuple | None:
-    """The memo key, or None (never remembered) when an argument is not a plain
-    ndarray or the op's parameters are not known exactly (``params`` None); it holds
-    the target's name (the call's ``npu_target``, else the setting's)."""
+_SIGNATURE = """
+def signature(arrays, params, target):
     if target is None:
-        target = _settings.target
+        target = settings.target
     if params is None or type(target) is not str:
         return None
-    key: list = [params, target]
-    append = key.append
-    for a in arrays:
-        if type(a) is not np.ndarray:
-            return None
-        append(a.dtype)
-        append(a.shape)
-        append(a.strides)
-    return tuple(key)
+    {names}, = arrays
+    if {not_plain}:
+        return None
+    return params, target, {metadata}
+"""
+
+
+def signature_of(count: int) -> Callable[[tuple, Any, Any], tuple | None]:
+    """``signature(arrays, params, target)`` for ``count`` arrays: the memo key, or None
+    (never remembered) when an argument is not a plain ndarray or the op's parameters are
+    not known exactly (``params`` None); it holds the target's name (the call's
+    ``npu_target``, else the setting's), then each array's dtype, shape and strides.
+    Written out for its count of arrays, as one tuple with no loop (docs/performance.md,
+    "Tiny calls and autograd"), the way collections.namedtuple writes its methods."""
+    names = [f"a{i}" for i in range(count)]
+    source = _SIGNATURE.format(names=", ".join(names),
+                               not_plain=" or ".join(f"type({n}) is not ndarray" for n in names),
+                               metadata=", ".join(f"{n}.dtype, {n}.shape, {n}.strides" for n in names))
+    scope = {"settings": _settings, "ndarray": np.ndarray}
+    exec(source, scope)   # noqa: S102  (a fixed template, no outside text)
+    return scope["signature"]
 
 
 class ValidatedCalls:
-    """Signature -> Known for one op; cleared when full (a cheap, safe bound)."""
+    """Signature -> Known for one op's calls of ``count`` arrays (their memo key:
+    ``key``, of :func:`signature_of`); cleared when full (a cheap, safe bound)."""
 
-    __slots__ = ("op", "_known", "known")
+    __slots__ = ("op", "key", "_known", "known")
 
-    def __init__(self, op: str):
+    def __init__(self, op: str, count: int):
         self.op = op
+        self.key = signature_of(count)
         self._known: dict[Hashable, Known] = {}
         # known(key): the entry of a known signature (calls that allocate their output), or
         # None; the dict's own get (no Python frame: ~0.1 us of a tiny call). A None key,
@@ -139,20 +152,19 @@ class ValidatedCalls:
             raise invalid_argument(self.op, names[-1], "is read-only; the output must be writable")
         owner = flags.owndata
         for b in buffers[:-1]:
-            if not (owner and b is not out and _in_other_allocation(b, out)) and np.may_share_memory(out, b):
+            # No test is needed where the output owns its memory and the input's memory, or
+            # its base's (NumPy points every view at the array owning the memory), is an
+            # allocation NumPy made for another array: two allocations share nothing.
+            # np.may_share_memory costs ~0.17 us an input.
+            if owner and b is not out:
+                if b.flags.owndata:
+                    continue
+                base = b.base
+                if type(base) is np.ndarray and base is not out and base.flags.owndata:
+                    continue
+            if np.may_share_memory(out, b):
                 check_output_overlap(self.op, names, as_tensors(known.problem, buffers))   # names the input
         return known
-
-
-def _in_other_allocation(b: np.ndarray, out: np.ndarray) -> bool:
-    """Whether ``b``'s memory lies in an allocation NumPy made for an array other than
-    ``out``: ``b``'s own, or its base's (NumPy points every view at the array owning the
-    memory). Two such allocations share nothing, so an output that owns its memory needs
-    no overlap test against ``b`` (``np.may_share_memory`` costs ~0.17 us an input)."""
-    if b.flags.owndata:
-        return True
-    base = b.base
-    return type(base) is np.ndarray and base is not out and base.flags.owndata
 
 
 def as_tensors(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:
@@ -185,19 +197,27 @@ class Prepared:
 # ---------------------------------------------------------------- 2. the last plan
 
 
-class Ready(NamedTuple):
+class Ready:
     """The plan a one-shot call ran, and what it depended on: the next call with
-    the same signature runs it again if all of that still holds."""
+    the same signature runs it again if all of that still holds. A class with slots,
+    not a NamedTuple: Python reads a slot through its inline cache, a NamedTuple's
+    field through a descriptor call, and a call reads a dozen (docs/performance.md)."""
 
-    asked: tuple        # request(): backend=, use_backend block, the backend setting
-    choice: Choice
-    context: tuple      # the backend's cache_context()
-    key: tuple          # the plan-cache key
-    generation: int     # plan_cache.generation before the plan was fetched
-    bind: Callable      # the plan's binder (executor.binder) and run, looked up once
-    run: Callable
-    workspace_size: int
-    spares: Spares      # workspaces of finished runs, for the next (executor.Spares)
+    __slots__ = ("asked", "holds", "context_of", "context", "key", "generation", "bind", "run",
+                 "workspace_size", "spares")
+
+    def __init__(self, asked: tuple, choice: Choice, context: tuple, key: tuple, generation: int,
+                 plan: Plan):
+        self.asked = asked                        # request(): backend=, use_backend block, the setting
+        self.holds = choice.holds                 # the choice's holds() and its backend's
+        self.context_of = choice.backend.cache_context   # cache_context(), bound once
+        self.context = context                    # what cache_context() said when the plan was fetched
+        self.key = key                            # the plan-cache key
+        self.generation = generation              # plan_cache.generation before the plan was fetched
+        self.bind = binder(plan)                  # the plan's binder (executor.binder) and run
+        self.run = plan.run
+        self.workspace_size = plan.workspace_size
+        self.spares = Spares()                    # workspaces of finished runs, for the next
 
 
 def _ready(problem: Problem, asked: tuple) -> Ready:
@@ -206,8 +226,7 @@ def _ready(problem: Problem, asked: tuple) -> Ready:
     key = (problem, choice.backend.name, context)
     generation = plan_cache.generation
     plan = fetch(problem, choice.backend, key)
-    return Ready(asked, choice, context, key, generation, binder(plan), plan.run, plan.workspace_size,
-                 Spares())
+    return Ready(asked, choice, context, key, generation, plan)
 
 
 def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: str | None) -> None:
@@ -218,8 +237,7 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     a tiny call is mostly this bookkeeping."""
     asked = request(requested_backend)
     ready = known.ready
-    if (ready is None or ready.asked != asked or not ready.choice.holds()
-            or ready.choice.backend.cache_context() != ready.context
+    if (ready is None or ready.asked != asked or not ready.holds() or ready.context_of() != ready.context
             or not plan_cache.touch(ready.key, ready.generation)):
         ready = known.ready = _ready(known.problem, asked)
     size = ready.workspace_size

@@ -35,7 +35,7 @@ from .aliasing import check_output_overlap
 from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output
 from .errors import invalid_argument, null_argument
 from .executor import Executor, make_executor
-from .fastpath import Known, Prepared, ValidatedCalls, as_tensors, run_once, signature
+from .fastpath import Known, Prepared, ValidatedCalls, as_tensors, run_once
 from .problem import Problem
 
 
@@ -66,8 +66,8 @@ class OpDefinition:
         self.validate_inputs = validate_inputs
         self.validate_output = validate_output
         self.target_terms = target_terms
-        self.given = ValidatedCalls(op)        # calls given their output
-        self.allocating = ValidatedCalls(op)   # calls that allocate it
+        self.given = ValidatedCalls(op, len(buffers))            # calls given their output
+        self.allocating = ValidatedCalls(op, len(self.inputs))   # calls that allocate it
 
     def get_workspace_size(self, args: tuple, inputs: tuple, params: Any, grad_input: Any,
                            backend: str | None, target: str | None) -> tuple[int, Executor]:
@@ -79,7 +79,7 @@ class OpDefinition:
              backend: str | None, target: str | None) -> Executor:
         """Phase 1 for a given output (``name`` as the caller called it)."""
         buffers = inputs + (output,)
-        key = signature(buffers, params, target)
+        key = self.given.key(buffers, params, target)
         known = self.given.checked(key, buffers, self.inputs + (name,))
         if known is not None:
             return make_executor(known.problem, self.buffers, as_tensors(known.problem, buffers), backend)
@@ -113,7 +113,7 @@ class OpDefinition:
         remembered under ``key``."""
         checked = self.validate_inputs(*args)
         out = empty_like_output(checked.template, checked.shape, checked.dtype)
-        given_key = signature(inputs + (out,), params, target)
+        given_key = self.given.key(inputs + (out,), params, target)
         executor = self._planned(checked, out, "out", given_key, backend, target)
         return self.allocating.remember(key, executor.problem), executor
 
@@ -121,7 +121,7 @@ class OpDefinition:
         """An allocating call on NumPy ``inputs`` validated and planned ahead (under the
         target setting), not run: the Prepared runs it later on a new first input
         (padloss.torch plans a backward in its forward, before the gradient exists)."""
-        key = signature(inputs, params, None)
+        key = self.allocating.key(inputs, params, None)
         known = self.allocating.known(key)
         if known is None:
             known = self._allocating(args, inputs, params, key, None, None)[0]
@@ -131,7 +131,7 @@ class OpDefinition:
              target: str | None) -> Any:
         """The one-shot call: ``out`` written in place, or a new output; returned."""
         if out is None:
-            key = signature(inputs, params, target)
+            key = self.allocating.key(inputs, params, target)
             known = self.allocating.known(key)
             if known is None:
                 return self._allocating(args, inputs, params, key, backend, target)[1].run()
@@ -139,7 +139,7 @@ class OpDefinition:
             buffers = inputs + (out,)
         else:
             buffers = inputs + (out,)
-            key = signature(buffers, params, target)
+            key = self.given.key(buffers, params, target)
             known = self.given.checked(key, buffers, self.one_shot_names)
             if known is None:
                 return self._planned(self.validate_inputs(*args), out, "out", key, backend, target).run()

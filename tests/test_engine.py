@@ -196,6 +196,30 @@ def test_cache_key_is_metadata_only(fresh_cache):
     assert fresh_cache.misses == 3
 
 
+def test_memo_key_holds_each_arrays_metadata_and_is_none_for_anything_unusual():
+    """The one-shot memo key (padloss.fastpath.signature_of, written out per count of
+    arrays): the params, the target, then each array's dtype, shape and strides; None
+    where an argument is not a plain ndarray or the params are not known exactly."""
+    from padloss.config import current
+    from padloss.fastpath import signature_of
+
+    class Subclass(np.ndarray):
+        pass
+
+    key = signature_of(2)
+    a, b = np.zeros((2, 3), np.float32), np.zeros(3, np.float16)
+    assert key((a, b), (1,), None) == ((1,), current.target, a.dtype, (2, 3), (12, 4), b.dtype, (3,), (2,))
+    assert key((a, b), (1,), "ascend-950")[1] == "ascend-950"
+    others = [(a.T, b), (a.astype(np.float64), b), (a[:1], b), (a, b[::2]), (a, b.astype(np.float32))]
+    assert len({key(arrays, (1,), None) for arrays in [(a, b)] + others}) == 1 + len(others)
+    for arrays, params, target in [((a, b), None, None), ((a, [0.0] * 3), (1,), None),
+                                   ((a.view(Subclass), b), (1,), None), ((a, b), (1,), 950)]:
+        assert key(arrays, params, target) is None
+    assert signature_of(1)((a,), (1,), None) == ((1,), current.target, a.dtype, (2, 3), (12, 4))
+    with pytest.raises(ValueError):   # a key function takes its count of arrays, no other
+        key((a,), (1,), None)
+
+
 # ------------------------------------------------------------------ executor
 
 
