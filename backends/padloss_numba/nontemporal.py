@@ -12,7 +12,8 @@ output (the pad's row centres, L1's rows whose inputs move with the output, the
 ceilings); ``drain`` sends a run computed into a staging buffer (L1's row ends and the
 rows whose inputs do not move with the output), its whole lines streamed, the rest
 stored normally. ``fence()`` orders the weakly ordered streamed stores before anything
-after it: call it before the kernel's end.
+after it: call it before the kernel's end. ``prefetch`` starts fetching a line that lies
+away from the streams, ahead of its use (a streamed pad plane's band rows).
 """
 from __future__ import annotations
 
@@ -136,3 +137,25 @@ def drain(dst, start, stage, count):
         s += per_line
     for i in range(lead + lines * per_line, count):
         dst[start + i] = stage[i]
+
+
+@intrinsic
+def prefetch(typingctx, arr, row, column, for_write):
+    """A hint to fetch the cache line of ``arr[row, column]`` (2-D) ahead of its use, for
+    writing where ``for_write`` (a literal) is true (``llvm.prefetch``: prefetcht0 or
+    prefetchw on x86); nothing when the target has no such instruction."""
+    if not isinstance(arr, types.Array) or arr.ndim != 2 or not isinstance(for_write, types.BooleanLiteral):
+        return None
+
+    def codegen(context, builder, sig, args):
+        array = context.make_array(sig.args[0])(context, builder, args[0])
+        indices = [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:3], sig.args[1:3])]
+        item = cgutils.get_item_pointer(context, builder, sig.args[0], array, indices)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        signature = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])   # address, rw, locality, data
+        fn = cgutils.get_or_insert_function(builder.module, signature, "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(item, i8p), ir.Constant(i32, int(for_write.literal_value)),
+                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, row, column, for_write), codegen

@@ -46,7 +46,7 @@ from . import nontemporal
 from .building import jit, with_globals
 from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_even, store_sum_half_away
 from .indirect import buffer_row, call_body
-from .nontemporal import LINE, address, fence, item_bytes, lead_in, stream_lines
+from .nontemporal import LINE, address, fence, item_bytes, lead_in, prefetch, stream_lines
 from .numba_internals import NoAliasCompiler
 from .scalars import greater, lesser
 from .slots import Slots
@@ -344,6 +344,28 @@ def _pair_in_windows(src, out, h, k, k2, kind, cols, window_rows):
     return False
 
 
+@njit(inline="always")
+def _band_rows(c, h_kept, h_before, h_after):
+    """(k, k2) of kept row c (c < h_after or c >= h_kept - h_before, a row some band wraps
+    onto): its centre row in gradOutput, and the row of the bottom band (c < h_after) or
+    of the top band that wraps onto it."""
+    k = h_before + c
+    return k, (k + h_kept if c < h_after else k - h_kept)
+
+
+@njit(inline="always")
+def _prefetch_rows(out, h, src, k, k2):
+    """Start fetching row h of ``out`` (for writing) and gradOutput's rows k and k2 into
+    the caches: a streamed plane's band rows lie far from the rows streamed before them,
+    and loaded only when their fold reached them, each line waited on memory
+    (docs/performance.md, "Pad kernel")."""
+    for col in range(0, out.shape[1], LINE // item_bytes(out)):
+        prefetch(out, h, col, True)
+    for col in range(0, src.shape[1], LINE // item_bytes(src)):
+        prefetch(src, k, col, False)
+        prefetch(src, k2, col, False)
+
+
 def accumulator_dtype(kind: int):
     """The float type sums are made in: float64 for float64 storage, else float32."""
     return np.float64 if kind == F64 else np.float32
@@ -425,10 +447,17 @@ def chunk_body(kind: int, streamed: bool):
             # rows before it, one at its start (just read, or streamed past) from the cache
             direct = lesser(greater(h_crop + h_after, h), stop)
             direct_end = greater(lesser(h_crop + h_kept - h_before, stop), direct)
+            rows_after, rows_before = stop - direct_end, direct - h
+            if streamed:   # the band rows' lines, on their way while the rows with no band stream
+                for i in range(rows_after + rows_before):
+                    band_h = _of_two_runs(i, direct_end, rows_after, direct - rows_before)
+                    c = band_h - h_crop
+                    if 0 <= c < h_kept:
+                        k, k2 = _band_rows(c, h_kept, h_before, h_after)
+                        _prefetch_rows(out, band_h, src, k, k2)
             if direct < direct_end:
                 FOLD_ROWS(src, out, (direct, direct_end), h_before + direct - h_crop, kind, cols,
                           (k_lo, k_hi))
-            rows_after, rows_before = stop - direct_end, direct - h
             for i in range(rows_after + rows_before):
                 h = _of_two_runs(i, direct_end, rows_after, direct - rows_before)
                 row = out[h:h + 1]                         # one-row views: see the module docstring
@@ -436,8 +465,7 @@ def chunk_body(kind: int, streamed: bool):
                 if c < 0 or c >= h_kept:                   # a cropped row
                     _fill_zero(row, 0, 0, row.shape[1], kind)
                     continue
-                k = h_before + c                           # its centre row in gradOutput
-                k2 = k + h_kept if c < h_after else k - h_kept   # the bottom band's row, or the top's
+                k, k2 = _band_rows(c, h_kept, h_before, h_after)
                 both = c < h_after and c >= h_kept - h_before     # both bands wrap onto it
                 if not both and PAIR_IN_WINDOWS(src, out, h, k, k2, kind, cols, (k_lo, k_hi)):
                     continue
