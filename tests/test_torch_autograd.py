@@ -304,6 +304,24 @@ def test_a_small_l1_backward_is_planned_in_the_forward(reduction, monkeypatch):
     assert not ran
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_a_0d_gradient_read_by_its_value_keeps_its_bits(dtype):
+    """The planned backward reads a 0-d gradient with item() (ops._gradient_array: a float64
+    holds every value of every float dtype) and a NaN through a view of its memory: the
+    0-d array it makes holds the tensor's own bits, raw (signed zeros, infinities,
+    subnormals, the largest value, NaNs with payloads and either sign)."""
+    info = torch.finfo(dtype)
+    values = [0.0, -0.0, float("inf"), -float("inf"), info.tiny / 4, -info.tiny, info.max, 1 / 3]
+    signed = {2: torch.int16, 4: torch.int32, 8: torch.int64}[info.bits // 8]
+    quiet = 1 << {torch.float16: 9, torch.bfloat16: 6, torch.float32: 22, torch.float64: 51}[dtype]
+    nans = [torch.tensor(pattern, dtype=signed).view(dtype) for pattern in
+            (torch.tensor(float("nan"), dtype=dtype).view(signed).item() | 1, -quiet - 1)]   # payloads
+    for g in [torch.tensor(v, dtype=dtype) for v in values] + nans:
+        made = ops._gradient_array(g)
+        assert made.shape == () and made.dtype == to_numpy(g).dtype
+        assert made.view(f"u{made.itemsize}") == to_numpy(g).view(f"u{made.itemsize}")
+
 def test_only_the_target_may_need_a_gradient():
     x, t = rand((3, 4), torch.float32, 1), rand((3, 4), torch.bfloat16, 2, requires_grad=True)
     pt.l1_loss(x, t, "sum").backward()
