@@ -357,7 +357,7 @@ def _band_rows(c, h_kept, h_before, h_after):
 def _prefetch_rows(out, h, src, k, k2):
     """Start fetching row h of ``out`` (for writing) and gradOutput's rows k and k2 into
     the caches: a streamed plane's band rows lie far from the rows streamed before them,
-    and loaded only when their fold reached them, each line waited on memory
+    and fetched only when their fold reached them, each of their lines waited on memory
     (docs/performance.md, "Pad kernel")."""
     for col in range(0, out.shape[1], LINE // item_bytes(out)):
         prefetch(out, h, col, True)
