@@ -110,6 +110,70 @@ def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
     assert not any("noalias" in attributes for attributes in pointer_arguments(njit(copy)))
 
 
+def test_the_inliner_copies_a_callee_scope_once_in_the_block_and_makes_the_same_code():
+    """numba_internals.scope_copied_once: inside it, Numba's inliner (InlineWorker.inline_ir,
+    which deep-copies a callee block by block) copies the scope the callee's blocks share
+    once for all of them, not once a block; the code compiled is the same, and outside the
+    block Numba is as it was. This fails when Numba renames inline_ir, gives Scope a copy
+    of its own (which the block's would hide), or stops copying scopes through deepcopy
+    (kernel bodies would compile a third slower again: docs/performance.md)."""
+    import numba
+    from numba.core import inline_closurecall, ir
+
+    assert "__deepcopy__" not in vars(ir.Scope)
+    assert inline_closurecall.InlineWorker.inline_ir is numba_internals._inline_ir
+
+    @numba.njit(inline="always")
+    def clipped_sum(a, lo, hi):   # several blocks: a loop and branches
+        total = 0.0
+        for x in a:
+            if x < lo:
+                total += lo
+            elif x > hi:
+                total += hi
+            else:
+                total += x
+        return total
+
+    def kernel(a):
+        return clipped_sum(a, -1.0, 1.0) + clipped_sum(a, 0.0, 2.0)
+
+    seen = []   # (the scope copied, its copy) for each block copied inside the block
+
+    def spy(scope, memo):
+        copies = numba_internals._scope_copies   # None outside an inline_ir call
+        first = copies is None or id(scope) not in copies
+        copied = original(scope, memo)
+        seen.append((scope, copied, first))
+        return copied
+
+    original, numba_internals._scope_deepcopy = numba_internals._scope_deepcopy, spy
+    try:
+        with numba_internals.scope_copied_once():
+            inside = numba.njit(kernel)
+            inside.compile((numba.float64[::1],))
+    finally:
+        numba_internals._scope_deepcopy = original
+    outside = numba.njit(kernel)
+    outside.compile((numba.float64[::1],))
+    first_copies = [copied for _, copied, first in seen if first]
+    assert len(seen) > 2 * len(first_copies) > 0          # most blocks' copies reuse their scope's copy
+    assert all(copied is not scope for scope, copied, _ in seen)   # a copy, never the callee's own
+    assert "__deepcopy__" not in vars(ir.Scope)
+    assert inline_closurecall.InlineWorker.inline_ir is numba_internals._inline_ir
+
+    a = np.array([-3.0, -0.5, 0.25, 1.5, 4.0])
+    assert inside(a) == outside(a) == (-1 - 0.5 + 0.25 + 1 + 1) + (0 + 0 + 0.25 + 1.5 + 2)
+
+    def code(dispatcher):   # the assembly, less the names and labels that differ per dispatcher
+        import re
+
+        (signature,) = dispatcher.signatures
+        return re.sub(r"_ZN\w+|\.L\w+|\bkernel\w*", "", dispatcher.inspect_asm(signature))
+
+    assert len({code(inside), code(outside)}) == 1
+
+
 @pytest.mark.skipif(os.name != "posix", reason="the cache lock is POSIX's flock")
 def test_every_kernel_reads_and_writes_its_cache_entries_under_the_lock():
     """numba_internals.adopt_cache swaps the classes of Numba's private per-kernel

@@ -3,12 +3,12 @@
 Numba's public API has no hook for what these do: a cache locator of padloss's own
 (freshness keyed on all of its sources), locked cache files and a cache that never
 fails a call, the address of a compiled body for the entry points that call it, a
-lock-free read of the thread count, and bodies compiled with their array arguments
-``noalias``. Each name below is private to Numba and
-may move in any release, so padloss declares Numba below the first minor it has
-not tested (pyproject.toml) and this module refuses any release outside that range
-when it is imported, naming both. tests/test_numba_internals.py checks that each
-one still is what padloss needs.
+lock-free read of the thread count, bodies compiled with their array arguments
+``noalias``, and an inliner that copies a callee's scope once, not once a block.
+Each name below is private to Numba and may move in any release, so padloss
+declares Numba below the first minor it has not tested (pyproject.toml) and this
+module refuses any release outside that range when it is imported, naming both.
+tests/test_numba_internals.py checks that each one still is what padloss needs.
 """
 from __future__ import annotations
 
@@ -35,8 +35,12 @@ def check_version(version: str = numba.__version__) -> None:
 
 check_version()
 
-from numba.core import caching  # noqa: E402
+import contextlib  # noqa: E402
+import copy  # noqa: E402
+
+from numba.core import caching, inline_closurecall, ir  # noqa: E402
 from numba.core.compiler import Compiler  # noqa: E402
+from numba.core.compiler_lock import global_compiler_lock  # noqa: E402
 from numba.np.ufunc import parallel  # noqa: E402
 
 CacheLocator = caching._CacheLocator          # the base of padloss's cache locator
@@ -86,3 +90,56 @@ class NoAliasCompiler(Compiler):
     def define_pipelines(self):
         self.state.flags.noalias = True
         return super().define_pipelines()
+
+
+# ------------------------------------------------------------ the inliner's copies
+
+_Scope, _InlineWorker = ir.Scope, inline_closurecall.InlineWorker
+_inline_ir = _InlineWorker.inline_ir
+_scope_copies: dict[int, ir.Scope] | None = None   # id(scope) -> its copy, in one inline_ir call
+
+
+def _scope_deepcopy(scope: ir.Scope, memo: dict) -> ir.Scope:
+    """``copy.deepcopy`` of a Scope: inside an ``inline_ir`` call the first block's copy of
+    it, for every block; elsewhere (and the first time) a plain deep copy of its state."""
+    found = None if _scope_copies is None else _scope_copies.get(id(scope))
+    if found is None:
+        found = memo[id(scope)] = _Scope.__new__(_Scope)
+        if _scope_copies is not None:
+            _scope_copies[id(scope)] = found
+        found.__dict__.update(copy.deepcopy(scope.__dict__, memo))
+    memo[id(scope)] = found
+    return found
+
+
+def _inline_ir_sharing_scopes(self, *args, **kwargs):
+    global _scope_copies
+    outer, _scope_copies = _scope_copies, {}
+    try:
+        return _inline_ir(self, *args, **kwargs)
+    finally:
+        _scope_copies = outer
+
+
+@contextlib.contextmanager
+def scope_copied_once():
+    """Compile inside this block (under Numba's compiler lock, which it holds) with an
+    inliner that copies a callee's scope once per copy of the callee. Numba's
+    ``InlineWorker.inline_ir`` deep-copies the callee's blocks one at a time, each with
+    the scope all of them share, so a callee of B blocks and V variables cost B x V
+    variable copies (and the collections of them), which was most of the time a kernel
+    body with large inlined helpers took to compile; here the blocks of one copy share
+    one copy of the scope, as the blocks of the callee shared it. The same machine code
+    (docs/performance.md, "Compiled bodies and entry points"). Outside the block Numba
+    is as it was: the user's own compiles never see it."""
+    with global_compiler_lock:
+        if _InlineWorker.inline_ir is _inline_ir_sharing_scopes:   # already inside the block
+            yield
+            return
+        _Scope.__deepcopy__ = _scope_deepcopy
+        _InlineWorker.inline_ir = _inline_ir_sharing_scopes
+        try:
+            yield
+        finally:
+            del _Scope.__deepcopy__
+            _InlineWorker.inline_ir = _inline_ir
