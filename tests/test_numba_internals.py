@@ -116,7 +116,7 @@ def test_the_inliner_copies_a_callee_scope_once_in_the_block_and_makes_the_same_
     once for all of them, not once a block; the code compiled is the same, and outside the
     block Numba is as it was. This fails when Numba renames inline_ir, gives Scope a copy
     of its own (which the block's would hide), or stops copying scopes through deepcopy
-    (kernel bodies would compile a third slower again: docs/performance.md)."""
+    (kernel bodies would compile up to 1.5x as long again: docs/performance.md)."""
     import numba
     from numba.core import inline_closurecall, ir
 
@@ -138,7 +138,7 @@ def test_the_inliner_copies_a_callee_scope_once_in_the_block_and_makes_the_same_
     def kernel(a):
         return clipped_sum(a, -1.0, 1.0) + clipped_sum(a, 0.0, 2.0)
 
-    seen = []   # (the scope copied, its copy) for each block copied inside the block
+    seen = []   # (the scope, its copy, whether that was its first copy) for each scope copied
 
     def spy(scope, memo):
         copies = numba_internals._scope_copies   # None outside an inline_ir call

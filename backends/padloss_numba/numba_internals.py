@@ -103,12 +103,13 @@ def _scope_deepcopy(scope: ir.Scope, memo: dict) -> ir.Scope:
     """``copy.deepcopy`` of a Scope: inside an ``inline_ir`` call the first block's copy of
     it, for every block; elsewhere (and the first time) a plain deep copy of its state."""
     found = None if _scope_copies is None else _scope_copies.get(id(scope))
-    if found is None:
-        found = memo[id(scope)] = _Scope.__new__(_Scope)
-        if _scope_copies is not None:
-            _scope_copies[id(scope)] = found
-        found.__dict__.update(copy.deepcopy(scope.__dict__, memo))
-    memo[id(scope)] = found
+    if found is not None:
+        memo[id(scope)] = found
+        return found
+    found = memo[id(scope)] = _Scope.__new__(_Scope)   # in the memo first: its variables point back
+    if _scope_copies is not None:
+        _scope_copies[id(scope)] = found
+    found.__dict__.update(copy.deepcopy(scope.__dict__, memo))
     return found
 
 
@@ -127,7 +128,7 @@ def scope_copied_once():
     inliner that copies a callee's scope once per copy of the callee. Numba's
     ``InlineWorker.inline_ir`` deep-copies the callee's blocks one at a time, each with
     the scope all of them share, so a callee of B blocks and V variables cost B x V
-    variable copies (and the collections of them), which was most of the time a kernel
+    variable copies (and the garbage collector's passes over them), which was most of the time a kernel
     body with large inlined helpers took to compile; here the blocks of one copy share
     one copy of the scope, as the blocks of the callee shared it. The same machine code
     (docs/performance.md, "Compiled bodies and entry points"). Outside the block Numba
