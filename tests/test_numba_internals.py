@@ -110,18 +110,22 @@ def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
     assert not any("noalias" in attributes for attributes in pointer_arguments(njit(copy)))
 
 
-def test_the_inliner_copies_a_callee_scope_once_in_the_block_and_makes_the_same_code():
-    """numba_internals.scope_copied_once: inside it, Numba's inliner (InlineWorker.inline_ir,
+def test_the_inliner_copies_less_in_the_block_and_makes_the_same_code():
+    """numba_internals.inliner_copies_less: inside it, Numba's inliner (InlineWorker.inline_ir,
     which deep-copies a callee block by block) copies the scope the callee's blocks share
-    once for all of them, not once a block; the code compiled is the same, and outside the
-    block Numba is as it was. This fails when Numba renames inline_ir, gives Scope a copy
-    of its own (which the block's would hide), or stops copying scopes through deepcopy
-    (kernel bodies would compile up to 1.5x as long again: docs/performance.md)."""
+    once for all of them, not once a block, and translates a callee inlined twice once
+    (InlineWorker.inline_function, through run_untyped_passes); the code compiled is the
+    same, and outside the block Numba is as it was. This fails when Numba renames
+    inline_ir, inline_function or run_untyped_passes, gives Scope a copy of its own (which
+    the block's would hide), or stops copying scopes through deepcopy (kernel bodies would
+    compile up to 1.5x as long again: docs/performance.md)."""
     import numba
     from numba.core import inline_closurecall, ir
 
+    worker = inline_closurecall.InlineWorker
     assert "__deepcopy__" not in vars(ir.Scope)
-    assert inline_closurecall.InlineWorker.inline_ir is numba_internals._inline_ir
+    assert worker.inline_ir is numba_internals._inline_ir
+    assert worker.inline_function is numba_internals._inline_function
 
     @numba.njit(inline="always")
     def clipped_sum(a, lo, hi):   # several blocks: a loop and branches
@@ -147,20 +151,32 @@ def test_the_inliner_copies_a_callee_scope_once_in_the_block_and_makes_the_same_
         seen.append((scope, copied, first))
         return copied
 
+    translated = []   # the functions run_untyped_passes translated, inside the block and outside
+
+    def translate(self, func, enable_ssa=False):
+        translated.append(func)
+        return translate_once_each(self, func, enable_ssa)
+
     original, numba_internals._scope_deepcopy = numba_internals._scope_deepcopy, spy
+    translate_once_each, worker.run_untyped_passes = worker.run_untyped_passes, translate
     try:
-        with numba_internals.scope_copied_once():
+        with numba_internals.inliner_copies_less():
             inside = numba.njit(kernel)
             inside.compile((numba.float64[::1],))
+        inside_translations = translated.count(clipped_sum.py_func)
+        outside = numba.njit(kernel)
+        outside.compile((numba.float64[::1],))
     finally:
         numba_internals._scope_deepcopy = original
-    outside = numba.njit(kernel)
-    outside.compile((numba.float64[::1],))
+        worker.run_untyped_passes = translate_once_each
     first_copies = [copied for _, copied, first in seen if first]
     assert len(seen) > 2 * len(first_copies) > 0          # most blocks' copies reuse their scope's copy
     assert all(copied is not scope for scope, copied, _ in seen)   # a copy, never the callee's own
+    assert inside_translations == 1 and translated.count(clipped_sum.py_func) == 3   # outside: once a call
     assert "__deepcopy__" not in vars(ir.Scope)
-    assert inline_closurecall.InlineWorker.inline_ir is numba_internals._inline_ir
+    assert worker.inline_ir is numba_internals._inline_ir
+    assert worker.inline_function is numba_internals._inline_function
+    assert not numba_internals._callee_irs   # nothing kept past the block
 
     a = np.array([-3.0, -0.5, 0.25, 1.5, 4.0])
     assert inside(a) == outside(a) == (-1 - 0.5 + 0.25 + 1 + 1) + (0 + 0 + 0.25 + 1.5 + 2)

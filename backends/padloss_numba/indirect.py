@@ -23,7 +23,7 @@ from numba import types
 from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
-from .numba_internals import body_address, scope_copied_once
+from .numba_internals import body_address, inliner_copies_less
 
 STACK_ALIGN = 64   # bytes: a cache line, so a staging run can leave in whole-line stores
 
@@ -34,7 +34,7 @@ def compile_entry(entry, body, signature: tuple) -> tuple:
     compiles exactly the variant it runs); return the entry and the body's
     address, which the entry takes in its int64 parameter array."""
     body_signature = tuple(signature) + (types.int64, types.int64)
-    with scope_copied_once():
+    with inliner_copies_less():
         body.compile(body_signature)
         entry.compile(tuple(signature))
     entry.disable_compile()

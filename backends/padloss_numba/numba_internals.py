@@ -4,7 +4,7 @@ Numba's public API has no hook for what these do: a cache locator of padloss's o
 (freshness keyed on all of its sources), locked cache files and a cache that never
 fails a call, the address of a compiled body for the entry points that call it, a
 lock-free read of the thread count, bodies compiled with their array arguments
-``noalias``, and an inliner that copies a callee's scope once, not once a block.
+``noalias``, and an inliner that copies and translates each callee less often.
 Each name below is private to Numba and may move in any release, so padloss
 declares Numba below the first minor it has not tested (pyproject.toml) and this
 module refuses any release outside that range when it is imported, naming both.
@@ -95,8 +95,9 @@ class NoAliasCompiler(Compiler):
 # ------------------------------------------------------------ the inliner's copies
 
 _Scope, _InlineWorker = ir.Scope, inline_closurecall.InlineWorker
-_inline_ir = _InlineWorker.inline_ir
+_inline_ir, _inline_function = _InlineWorker.inline_ir, _InlineWorker.inline_function
 _scope_copies: dict[int, ir.Scope] | None = None   # id(scope) -> its copy, in one inline_ir call
+_callee_irs: dict[tuple[int, int, int], tuple] = {}   # inside the block: see _inline_function_translated_once
 
 
 def _scope_deepcopy(scope: ir.Scope, memo: dict) -> ir.Scope:
@@ -122,25 +123,51 @@ def _inline_ir_sharing_scopes(self, *args, **kwargs):
         _scope_copies = outer
 
 
+def _inline_function_translated_once(self, caller_ir, block, i, function, arg_typs=None):
+    """``InlineWorker.inline_function`` with the callee's untyped IR made once per function
+    in one compile (its flags and locals), not once per call site: Numba translated the
+    callee's bytecode and ran its untyped passes (inlining its own callees, recursively)
+    for every call. ``inline_ir`` copies that IR before changing anything; each later use
+    gets a new FunctionIdentity (``derive``: a new unique name), as a fresh translation
+    has, so the copies' variables are renamed apart as before."""
+    key = (id(function), id(self.flags), id(self.locals))
+    found = _callee_irs.get(key)
+    if found is None:
+        callee_ir = self.run_untyped_passes(function)
+        _callee_irs[key] = (function, self.flags, self.locals, callee_ir)   # holds them: ids stay theirs
+    else:
+        self.flags.enable_ssa = False   # as run_untyped_passes leaves the shared flags
+        callee_ir = copy.copy(found[3])
+        callee_ir.func_id = callee_ir.func_id.derive()
+    return self.inline_ir(caller_ir, block, i, callee_ir, function.__code__.co_freevars, arg_typs=arg_typs)
+
+
 @contextlib.contextmanager
-def scope_copied_once():
+def inliner_copies_less():
     """Compile inside this block (under Numba's compiler lock, which it holds) with an
-    inliner that copies a callee's scope once per copy of the callee. Numba's
-    ``InlineWorker.inline_ir`` deep-copies the callee's blocks one at a time, each with
-    the scope all of them share, so a callee of B blocks and V variables cost B x V
-    variable copies (and the garbage collector's passes over them), which was most of the time a kernel
-    body with large inlined helpers took to compile; here the blocks of one copy share
-    one copy of the scope, as the blocks of the callee shared it. The same machine code
-    (docs/performance.md, "Compiled bodies and entry points"). Outside the block Numba
-    is as it was: the user's own compiles never see it."""
+    inliner that makes fewer copies, the same machine code (docs/performance.md,
+    "Compiled bodies and entry points"):
+
+    - a callee's scope copied once per copy of the callee: Numba's
+      ``InlineWorker.inline_ir`` deep-copies the callee's blocks one at a time, each with
+      the scope all of them share, so a callee of B blocks and V variables cost B x V
+      variable copies (and the garbage collector's passes over them), which was most of
+      the time a kernel body with large inlined helpers took to compile; here the blocks
+      of one copy share one copy of the scope, as the blocks of the callee shared it;
+    - a callee's untyped IR made once (``_inline_function_translated_once``).
+
+    Outside the block Numba is as it was: the user's own compiles never see it."""
     with global_compiler_lock:
         if _InlineWorker.inline_ir is _inline_ir_sharing_scopes:   # already inside the block
             yield
             return
         _Scope.__deepcopy__ = _scope_deepcopy
         _InlineWorker.inline_ir = _inline_ir_sharing_scopes
+        _InlineWorker.inline_function = _inline_function_translated_once
         try:
             yield
         finally:
             del _Scope.__deepcopy__
             _InlineWorker.inline_ir = _inline_ir
+            _InlineWorker.inline_function = _inline_function
+            _callee_irs.clear()
