@@ -126,6 +126,27 @@ def test_wide_rows_bit_exact_against_reference(case):
     _check_bit_exact(case)
 
 
+@pytest.mark.parametrize("layout", ["C", "A"])
+def test_the_streamed_rows_take_the_planes_the_body_hands_them(layout):
+    """A body calls pad_kernel.streamed_rows by address (indirect.call_body), which checks
+    no types: the rows are compiled for the planes ``go[n, ch]`` and ``gi[n, ch]`` of the
+    body's arrays, and this is what Numba types those planes as (a geometry of the wrong
+    count would misplace the rows: test_large_outputs_stream_bit_exact)."""
+    import numba
+
+    from padloss_numba import pad_kernel, pad_plan
+    from padloss_numba.convert import F16
+
+    arrays = pad_plan._arrays(F16, layout)[:2]
+    planes = numba.njit(lambda go, gi: (go[0, 0], gi[0, 0]))
+    planes.compile(arrays)
+    (signature,) = planes.nopython_signatures
+    geometry = numba.types.UniTuple(numba.int64, pad_kernel.STREAMED_GEOMETRY)
+    assert tuple(signature.return_type) == tuple(a.copy(ndim=2) for a in arrays)
+    pad_plan._streamed_rows(F16, layout)
+    assert (*signature.return_type, geometry) in pad_kernel.streamed_rows(F16).signatures
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("skip", [0, 2, 36, 1])
 @pytest.mark.parametrize("pads", [(3, 5, 2, 4), (4, 3, 1, 2)])
@@ -247,7 +268,7 @@ def test_channels_last_rows_fold_as_rows_of_pixels():
         if channels > 1:   # (crop, kept, before, after) of the width, times C; a W' * C row buffer
             assert list(plan._axes[4:8]) == [0, 5 * 4, 2 * 4, 1 * 4] and ws == 8 * 4 * 4
             assert ex._bound[0].shape == (2, 1, 10, 8 * 4) and ex._bound[0].flags.c_contiguous
-            assert plan._kernel is pad_plan._kernel(F32, False, "C", False)[0]
+            assert plan._kernel is pad_plan._kernel(F32, False, "C")[0]
         ex.run()
         np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
 
@@ -272,7 +293,7 @@ def test_layouts_add_no_compiled_variant():
         for out in (np.empty(shape, np.float32), np.empty((3, 2, 8, 8), np.float32).transpose(1, 0, 2, 3)):
             np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go, out, pads, out=out)),
                                           expected)
-    bodies = pad_kernel.chunk_body(F32, False).signatures
+    bodies = pad_kernel.chunk_body(F32).signatures
     assert len(bodies) == 2 and {b[0].layout for b in bodies} == set("CA")   # shared by both entries
     for layout in "CA":
-        assert len(pad_plan._kernel(F32, False, layout, False)[0].signatures) == 1
+        assert len(pad_plan._kernel(F32, False, layout)[0].signatures) == 1

@@ -412,7 +412,7 @@ _, l1 = padloss.l1_loss_backward_get_workspace_size(np.float32(1), x, np.zeros(3
                                                     np.empty((2, 3), np.float32))
 l1_body = l1_kernel.chunk_body((2, 2, 2, 2), 2, True, False)   # float32 throughout, "sum": exact
 # one signature each
-kernels = [_kernel(2, False, "C", False)[0], chunk_body(2, False), l1._plan._kernel, l1_body]
+kernels = [_kernel(2, False, "C")[0], chunk_body(2), l1._plan._kernel, l1_body]
 print(json.dumps({"hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
                   "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels),
                   "corner": float(out[0, 0, 0, 0]), "l1": l1.run().tolist()}))
@@ -492,12 +492,12 @@ def test_warmup_prepares_every_variant(fresh_cache):
 
 
 def _kernels():
-    """One of each kind of compiled kernel: bodies (streamed or not), serial and parallel
-    entries, the ceiling stream."""
+    """One of each kind of compiled kernel: bodies (L1's streamed or not), the pad's
+    streamed rows, serial and parallel entries, the ceiling stream."""
     from padloss_numba import l1_kernel, pad_kernel, stream
     from padloss_numba.convert import BF16, F32
 
-    return [pad_kernel.chunk_body(F32, False), pad_kernel.chunk_body(BF16, True),
+    return [pad_kernel.chunk_body(F32), pad_kernel.streamed_rows(BF16),
             pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(True),
             l1_kernel.make_kernel(False), l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, False),
             l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True), *stream.dispatchers()]
@@ -590,7 +590,7 @@ def test_slots_name_the_fields_a_plan_packs_and_a_kernel_reads():
         slots.pack(dims=(7, 8), block=2, body=0)
     with pytest.raises(TypeError, match="fields"):
         slots.pack(dims=(7, 8, 9), block=2)
-    assert NEST.size == 5 * RANK + 7 and (AXES.width, AXES.body, AXES.size) == (4, 8, 10)
+    assert NEST.size == 5 * RANK + 7 and (AXES.width, AXES.body, AXES.size) == (4, 8, 11)
 
 
 def test_an_executor_reuses_its_workspace_between_runs_and_never_shares_one():

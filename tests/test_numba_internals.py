@@ -12,8 +12,8 @@ from padloss_numba import numba_internals
 
 
 def kernels() -> list:
-    """One of each kind of compiled kernel: bodies (streamed or not), serial and parallel
-    entries, the ceiling stream (test_engine's list)."""
+    """One of each kind of compiled kernel: bodies (L1's streamed or not), the pad's
+    streamed rows, serial and parallel entries, the ceiling stream (test_engine's list)."""
     from test_engine import _kernels
 
     return _kernels()

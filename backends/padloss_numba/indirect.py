@@ -41,6 +41,15 @@ def compile_entry(entry, body, signature: tuple) -> tuple:
     return entry, address(body, body_signature)
 
 
+def compile_called(function, signature: tuple) -> int:
+    """Compile ``function`` for ``signature`` (more signatures may follow: compiling on call
+    stays on, as for a body) and return its address: a piece of a body that the body calls
+    by address (:func:`call_body`), compiled only for the plans that need it."""
+    with inliner_copies_less():
+        function.compile(tuple(signature))
+    return address(function, signature)
+
+
 def address(dispatcher, signature: tuple) -> int:
     """The address of ``dispatcher``'s compiled code for ``signature`` (in Numba's
     calling convention: what :func:`call_body` calls)."""

@@ -28,10 +28,12 @@ atomic reference-count updates, which dominated small tensors (docs/performance.
 So the kernel allocates nothing; its row buffers come from the caller's
 workspace (one per chunk of rows, ``W'`` elements each, as pad_plan sizes it).
 
-``chunk_body(kind, streamed)`` instantiates the source for one storage kind
+``chunk_body(kind)`` instantiates the source for one storage kind
 (float16/bfloat16 arrive as uint16 bits), a closure constant that Numba folds
 and keys its on-disk cache on; ``make_kernel(kind, parallel)`` the serial or
-the parallel entry point that calls it by address (padloss_numba.indirect).
+the parallel entry point that calls it by address (padloss_numba.indirect);
+``streamed_rows(kind)`` the rows a large output streams, which the body calls by
+address where its plan streams.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_ev
 from .indirect import buffer_row, call_body
 from .nontemporal import LINE, address, fence, item_bytes, lead_in, prefetch, stream_lines
 from .numba_internals import NoAliasCompiler
-from .scalars import greater, lesser
+from .scalars import greater, lesser, rarely
 from .slots import Slots
 from .window import LANES, folder, mover
 
@@ -320,7 +322,7 @@ def _fold_rows_in_windows(src, out, rows, k0, kind, cols, window_rows):
         _fold_columns((src[k:k + 1], 0), (out[h:h + 1], 0), (kind, kind), cols)
 
 
-# How _fold_rows_in_windows folds each row; a streamed body's copy streams them (_row_streamed).
+# How _fold_rows_in_windows folds each row; streamed_rows' copy streams them (_row_streamed).
 ROW_IN_WINDOWS = _row_in_windows
 _fold_rows_streamed = njit(inline="always")(with_globals(_fold_rows_in_windows.py_func,
                                                          ROW_IN_WINDOWS=_row_streamed))
@@ -371,21 +373,23 @@ def accumulator_dtype(kind: int):
     return np.float64 if kind == F64 else np.float32
 
 
-AXES = Slots(height=4, width=4, body=1, chunks=1)
+AXES = Slots(height=4, width=4, body=1, chunks=1, streamed_rows=1)
 """The geometry a plan packs (see make_kernel): (crop, kept, before, after) of each axis."""
 HEIGHT, WIDTH, BODY, CHUNKS = AXES.height, AXES.width, AXES.body, AXES.chunks
+STREAMED_ROWS = AXES.streamed_rows
 
 
 def make_kernel(kind: int, parallel: bool):
     """Compile-on-first-call entry ``kernel(grad_output, grad_input, axes, workspace)``:
-    runs the body at address ``axes[BODY]`` (``chunk_body(kind, streamed)``, compiled for
+    runs the body at address ``axes[BODY]`` (``chunk_body(kind)``, compiled for
     these argument types; padloss_numba.indirect) on each of the ``axes[CHUNKS]``
     pieces of the rows, in parallel or (the serial entry) as one piece.
 
     Arrays are 4-D (N, C, H', W') and (N, C, H, W); ``axes`` is :data:`AXES` packed:
     (crop, kept, before, after) of padloss.geometry.CircularAxis for the height, then
-    for the width, the body's address and the number of pieces (padloss_numba.slots
-    says why one array); ``workspace`` is 8-byte-aligned uint8 holding one row of W'
+    for the width, the body's address, the number of pieces and the address of
+    ``streamed_rows`` for these planes, or 0 (padloss_numba.slots says why one array);
+    ``workspace`` is 8-byte-aligned uint8 holding one row of W'
     accumulators per piece. The caller picks the pieces from the thread count:
     reading it inside a kernel makes Numba refuse to cache it on disk.
     """
@@ -414,13 +418,46 @@ def streams(kind: int, out_nbytes: int, parallel: bool, contiguous: bool) -> boo
     return kind in STREAMED_KINDS and nontemporal.streams(out_nbytes, parallel, contiguous)
 
 
+STREAMED_GEOMETRY = 14
+"""How many int64 ``streamed_rows`` takes in its ``geometry`` tuple."""
+
+
 @functools.lru_cache(maxsize=None)
-def chunk_body(kind: int, streamed: bool):
+def streamed_rows(kind: int):
+    """``rows(src, out, geometry)``: one plane's rows with no partner rows, their centres
+    streamed past the caches (_row_streamed), for a body whose plan streams (it calls this
+    by address, ``axes[STREAMED_ROWS]``); the plane's band rows' lines fetched first, to
+    be on their way meanwhile (_prefetch_rows). ``geometry`` is (direct, direct_end,
+    rows_after, rows_before, the height's axis, the width's axis, k_lo, k_hi), as the
+    body names them. Compiled apart from the body, once per kind and plane layout, so the
+    body is the same for every size and only the large outputs that stream compile this
+    (docs/performance.md, "Compiled bodies and entry points")."""
+
+    def rows(src, out, geometry):
+        direct, direct_end, rows_after, rows_before = geometry[0], geometry[1], geometry[2], geometry[3]
+        h_crop, h_kept, h_before, h_after = geometry[4], geometry[5], geometry[6], geometry[7]
+        cols = (geometry[8], geometry[9], geometry[10], geometry[11])
+        k_lo, k_hi = geometry[12], geometry[13]
+        for i in range(rows_after + rows_before):
+            band_h = _of_two_runs(i, direct_end, rows_after, direct - rows_before)
+            c = band_h - h_crop
+            if 0 <= c < h_kept:
+                k, k2 = _band_rows(c, h_kept, h_before, h_after)
+                _prefetch_rows(out, band_h, src, k, k2)
+        if direct < direct_end:
+            _fold_rows_streamed(src, out, (direct, direct_end), h_before + direct - h_crop, kind, cols,
+                                (k_lo, k_hi))
+
+    return jit(_nrt=False, pipeline_class=NoAliasCompiler)(rows)
+
+
+@functools.lru_cache(maxsize=None)
+def chunk_body(kind: int):
     """``body(grad_output, grad_input, axes, workspace, chunk, chunks)``: the rows of
-    piece ``chunk`` of ``chunks``, with workspace row ``chunk`` as its row buffer; with
-    ``streamed``, the rows with no partner rows stream their centres (_row_streamed).
-    Compiled once per storage kind and layout and called by address from both
-    entry points (see padloss_numba.indirect)."""
+    piece ``chunk`` of ``chunks``, with workspace row ``chunk`` as its row buffer; where
+    ``axes[STREAMED_ROWS]`` is not 0, the rows with no partner rows stream their centres
+    through that compiled ``streamed_rows``. Compiled once per storage kind and layout
+    and called by address from both entry points (see padloss_numba.indirect)."""
     acc_kind = F64 if kind == F64 else F32
     acc_dtype = accumulator_dtype(kind)
 
@@ -448,14 +485,13 @@ def chunk_body(kind: int, streamed: bool):
             direct = lesser(greater(h_crop + h_after, h), stop)
             direct_end = greater(lesser(h_crop + h_kept - h_before, stop), direct)
             rows_after, rows_before = stop - direct_end, direct - h
-            if streamed:   # the band rows' lines, on their way while the rows with no band stream
-                for i in range(rows_after + rows_before):
-                    band_h = _of_two_runs(i, direct_end, rows_after, direct - rows_before)
-                    c = band_h - h_crop
-                    if 0 <= c < h_kept:
-                        k, k2 = _band_rows(c, h_kept, h_before, h_after)
-                        _prefetch_rows(out, band_h, src, k, k2)
-            if direct < direct_end:
+            streamed = axes[STREAMED_ROWS]   # read per plane, tested as rare: see scalars.rarely
+            if rarely(streamed):
+                geometry = (np.int64(direct), np.int64(direct_end), np.int64(rows_after),
+                            np.int64(rows_before), h_crop, h_kept, h_before, h_after, cols[0], cols[1],
+                            cols[2], cols[3], np.int64(k_lo), np.int64(k_hi))
+                call_body(streamed, (src, out, geometry))
+            elif direct < direct_end:
                 FOLD_ROWS(src, out, (direct, direct_end), h_before + direct - h_crop, kind, cols,
                           (k_lo, k_hi))
             for i in range(rows_after + rows_before):
@@ -475,12 +511,11 @@ def chunk_body(kind: int, streamed: bool):
                 else:
                     _sum2((acc, 0, 0), (src, k, 0), (src, k2, 0), width, (kind, acc_kind))
                 _fold_columns((acc, 0), (row, 0), (acc_kind, kind), cols)
-        if streamed:
+        if axes[STREAMED_ROWS]:
             fence()   # streamed stores are weakly ordered: all of them before the kernel returns
 
     windowed = kind in (F16, BF16, F32)
-    fold_rows = (_fold_rows_streamed if streamed else _fold_rows_in_windows) if windowed else _fold_rows
-    body = with_globals(body, FOLD_ROWS=fold_rows,
+    body = with_globals(body, FOLD_ROWS=_fold_rows_in_windows if windowed else _fold_rows,
                         PAIR_IN_WINDOWS=_pair_in_windows if windowed else _no_windows)
     return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
 

@@ -12,9 +12,17 @@ from padloss.problem import Problem
 
 from . import variants
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
-from .indirect import compile_entry
+from .indirect import compile_called, compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
-from .pad_kernel import AXES, accumulator_dtype, chunk_body, make_kernel, streams
+from .pad_kernel import (
+    AXES,
+    STREAMED_GEOMETRY,
+    accumulator_dtype,
+    chunk_body,
+    make_kernel,
+    streamed_rows,
+    streams,
+)
 
 
 def c_contiguous(meta: TensorMeta) -> bool:
@@ -61,25 +69,40 @@ def _merged(meta: TensorMeta, channels: int) -> TensorMeta:
 _ELEMENT = {F16: numba.uint16, BF16: numba.uint16, F32: numba.float32, F64: numba.float64}
 
 
+def _arrays(kind: int, layout: str) -> tuple:
+    """The entry's argument types: grad_output typed read-only and every array possibly
+    unaligned, so writable or aligned buffers convert to it at call time and no
+    writability, alignment or strided layout adds a compiled variant (there were up to
+    10 per kind and threading mode)."""
+    element = _ELEMENT[kind]
+    return (numba.types.Array(element, 4, layout, readonly=True, aligned=False),
+            numba.types.Array(element, 4, layout, aligned=False),
+            numba.types.Array(numba.int64, 1, "C"), numba.types.Array(numba.uint8, 1, "C"))
+
+
 @functools.lru_cache(maxsize=None)
-def _kernel(kind: int, parallel: bool, layout: str, streamed: bool):
+def _kernel(kind: int, parallel: bool, layout: str):
     """The entry point for one storage kind, threading mode and layout ("C" when
     both buffers are C-contiguous, else "A"), and the address of the body it
     calls (shared by the serial and the parallel entry), each compiled for that
-    one signature (indirect.compile_entry): grad_output typed read-only and
-    every array possibly unaligned, so writable or aligned buffers convert to
-    it at call time and no writability, alignment or strided layout adds a
-    compiled variant (there were up to 10 per kind and threading mode). One
-    dispatcher per signature, as in l1_plan. A ``streamed`` body writes its rows' centres
-    past the caches (pad_kernel.streams says where)."""
-    element = _ELEMENT[kind]
-    arrays = (numba.types.Array(element, 4, layout, readonly=True, aligned=False),
-              numba.types.Array(element, 4, layout, aligned=False),
-              numba.types.Array(numba.int64, 1, "C"), numba.types.Array(numba.uint8, 1, "C"))
-    compiled = compile_entry(make_kernel(kind, parallel), chunk_body(kind, streamed), arrays)
+    one signature (``_arrays``; indirect.compile_entry). One dispatcher per
+    signature, as in l1_plan."""
+    compiled = compile_entry(make_kernel(kind, parallel), chunk_body(kind), _arrays(kind, layout))
     variants.record("circular_pad2d_backward", variants.KIND_NAME[kind],
-                    ("C-contiguous" if layout == "C" else "any layout") + (" streamed" if streamed else ""),
-                    parallel)
+                    "C-contiguous" if layout == "C" else "any layout", parallel)
+    return compiled
+
+
+@functools.lru_cache(maxsize=None)
+def _streamed_rows(kind: int, layout: str) -> int:
+    """The address of ``streamed_rows(kind)`` compiled for the body's planes in ``layout``
+    (one (N, C) plane of each array: ``go[n, ch]``), which a streaming plan's body calls
+    (pad_kernel.streams says which plans stream)."""
+    planes = tuple(a.copy(ndim=2) for a in _arrays(kind, layout)[:2])
+    geometry = numba.types.UniTuple(numba.int64, STREAMED_GEOMETRY)
+    compiled = compile_called(streamed_rows(kind), planes + (geometry,))
+    variants.record("circular_pad2d_backward", variants.KIND_NAME[kind],
+                    ("C-contiguous" if layout == "C" else "any layout") + " streamed", True)
     return compiled
 
 
@@ -109,13 +132,14 @@ class CircularPadPlan:
         layout = "C" if c_contiguous(grad_output) and c_contiguous(grad_input) else "A"
         out_nbytes = grad_input.size * _ELEMENT[kind].bitwidth // 8
         self.streams = streams(kind, out_nbytes, self._parallel, layout == "C")   # past the caches
-        self._kernel, body = _kernel(kind, self._parallel, layout, self.streams)
+        self._kernel, body = _kernel(kind, self._parallel, layout)
         rows = grad_input.size // width
         # pieces of the rows for the threads, each with a row buffer in the workspace
         chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
         w_axes = [self._channels * n for n in (w.crop, w.kept, w.before, w.after)]
+        rows_address = _streamed_rows(kind, layout) if self.streams else 0   # 0: the body folds them
         self._axes = AXES.pack(height=(h.crop, h.kept, h.before, h.after), width=w_axes, body=body,
-                               chunks=chunks)
+                               chunks=chunks, streamed_rows=rows_address)
         self.workspace_size = chunks * w.padded * self._channels * np.dtype(accumulator_dtype(kind)).itemsize
 
     def bind(self, buffers: tuple) -> tuple:

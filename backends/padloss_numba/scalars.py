@@ -1,10 +1,14 @@
-"""The lesser and the greater of two integers, for kernels.
+"""Small scalar helpers for kernels: the lesser and the greater of two integers, and a
+test LLVM is told is rarely true.
 
 Numba's own ``min`` and ``max`` are overloads, each compiled as a function of its own
 for its argument types on a kernel's first compile (18-25 ms apiece); these are
 inlined into the kernel's IR, so nothing is compiled for them.
 """
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils, errors
+from numba.extending import intrinsic
 
 
 @njit(inline="always")
@@ -15,3 +19,22 @@ def lesser(a, b):
 @njit(inline="always")
 def greater(a, b):
     return a if a > b else b
+
+
+@intrinsic
+def rarely(typingctx, value):
+    """``value != 0`` for an integer, which LLVM is told is rarely true (``llvm.expect``):
+    it then lays out the rare branch away from a hot loop's code (the pad body's test of
+    whether its plan streams cost its medium planes 2% untold: docs/performance.md)."""
+    if not isinstance(value, types.Integer):
+        raise errors.TypingError("rarely(value) takes an integer")
+
+    def codegen(context, builder, sig, args):
+        (v,) = args
+        flag = ir.IntType(1)
+        expect = cgutils.get_or_insert_function(builder.module, ir.FunctionType(flag, [flag, flag]),
+                                                "llvm.expect.i1")
+        return builder.call(expect, [builder.icmp_unsigned("!=", v, ir.Constant(v.type, 0)),
+                                     ir.Constant(flag, 0)])
+
+    return types.boolean(value), codegen

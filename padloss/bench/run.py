@@ -134,15 +134,14 @@ def compile_ahead(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     padloss.console.run_jobs) of the bench's kernels, when an available backend would
     compile some of them (``dispatch.would_compile``): a first run, whose compiles would
     otherwise run one after another on one core; none when every backend would load or
-    has nothing to compile. A job an op and dtype's large outputs, whose kernels are
-    variants of their own that compile the longest (they stream past the caches), listed
-    first; one its smaller sizes', which share their kernels; the ceilings' last."""
+    has nothing to compile. One job an op and dtype, all sizes (large first): a job of
+    its own for the large outputs compiled the pad's body a second time, beside the
+    smaller sizes' job (its large outputs only add the streamed rows); the ceilings'
+    last."""
     if not dispatch.would_compile([(op.name, dtype) for op in BENCHED.values() for dtype in args.dtypes]):
         return []
-    smaller = ",".join(s for s in args.sizes if s != "large")
-    groups = (["large"] if "large" in args.sizes else []) + ([smaller] if smaller else [])
-    jobs = [(op, ["prepare", op, args.reduction, sizes, dtype])
-            for sizes in groups for dtype in args.dtypes for op in BENCHED]
+    sizes = ",".join(sorted(args.sizes, key=lambda size: size != "large"))
+    jobs = [(op, ["prepare", op, args.reduction, sizes, dtype]) for dtype in args.dtypes for op in BENCHED]
     mixes = sorted({workload(op, "float32", "tiny", args.reduction, filled=False).ceiling_inputs
                     for op in BENCHED})
     return jobs + [("ceilings", ["ceilings", ",".join(map(str, mixes))])]
