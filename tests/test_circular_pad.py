@@ -126,6 +126,17 @@ def test_wide_rows_bit_exact_against_reference(case):
     _check_bit_exact(case)
 
 
+def test_rarely_is_a_nonzero_test():
+    """scalars.rarely, the body's per-plane test of whether its plan streams (what it tells
+    LLVM, that the test is rarely true, leaves branch weights in the optimised IR)."""
+    import numba
+
+    from padloss_numba.scalars import rarely
+
+    test = numba.njit(lambda v: rarely(v))
+    assert [test(v) for v in (0, 1, -1, 1 << 40)] == [False, True, True, True]
+
+
 @pytest.mark.parametrize("layout", ["C", "A"])
 def test_the_streamed_rows_take_the_planes_the_body_hands_them(layout):
     """A body calls pad_kernel.streamed_rows by address (indirect.call_body), which checks

@@ -23,9 +23,10 @@ def greater(a, b):
 
 @intrinsic
 def rarely(typingctx, value):
-    """``value != 0`` for an integer, which LLVM is told is rarely true (``llvm.expect``):
-    it then lays out the rare branch away from a hot loop's code (the pad body's test of
-    whether its plan streams cost its medium planes 2% untold: docs/performance.md)."""
+    """``value != 0`` for an integer, which LLVM is told is rarely true (``llvm.expect``),
+    so that it lays the rare branch out away from a hot loop's code: the pad body's test,
+    once a plane, of whether its plan streams cost medium pads 1-2% unmarked
+    (docs/performance.md, "Compiled bodies and entry points")."""
     if not isinstance(value, types.Integer):
         raise errors.TypingError("rarely(value) takes an integer")
 
