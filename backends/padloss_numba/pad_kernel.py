@@ -166,10 +166,11 @@ def _fold_columns(source, target, kinds, cols):
 
 
 @njit(inline="always")
-def _fold_rows(src, out, rows, k0, kind, cols, window_rows):
+def _fold_rows(src, out, rows, k0, kind, cols, window_rows, streamed):
     """Rows ``rows`` (h0, h1) of ``out`` (their kept columns) from gradOutput's rows k0..,
     rows with no wrapped partner rows, each ``_fold_columns``: float64 rows (which have no
-    windows, so ``window_rows``, where windows may read, goes unused)."""
+    windows, so ``window_rows``, where windows may read, goes unused, and never stream:
+    ``streamed`` is 0)."""
     h0, h1 = rows
     for h in range(h0, h1):
         row = out[h:h + 1]                         # one-row views: see the module docstring
@@ -301,31 +302,35 @@ def _of_two_runs(i, first, count, second):
 
 
 @njit(inline="always")
-def _fold_rows_in_windows(src, out, rows, k0, kind, cols, window_rows):
+def _fold_rows_in_windows(src, out, rows, k0, kind, cols, window_rows, streamed):
     """``_fold_rows`` for float16, bfloat16 and float32 rows, each in windows
     (``_row_in_windows``) where they fit and gradOutput's row is one of k_lo..k_hi
     (``_window_rows``; other rows, pads past ``LANES`` or strided columns fold as
     loops): one loop over the run of rows, with no test in it of which way each row folds
-    (docs/performance.md, "Pad kernel")."""
+    (docs/performance.md, "Pad kernel"). Where the plan streams (``streamed``, the address
+    of ``streamed_rows``, not 0) the rows in windows are that function's, called before:
+    its copy of this one (ROW_IN_WINDOWS streams them, OTHER_ROWS leaves the others)."""
     h0, h1 = rows
     k_lo, k_hi = window_rows
     m0, m1 = h1, h1   # rows m0..m1 fold in windows: their gradOutput rows lie in k_lo..k_hi
     if _windows_fit(src, out, cols):
         m0 = lesser(greater(h0, h0 + k_lo - k0), h1)
         m1 = greater(lesser(h1, h0 + k_hi - k0 + 1), m0)
-    for h in range(m0, m1):
+    for h in range(m0, m1 if streamed == 0 else m0):   # a select, not a branch around the loop
         ROW_IN_WINDOWS(out, h, src, k0 + h - h0, kind, cols)
-    head = m0 - h0
-    for i in range(head + h1 - m1):   # the others, before and after them
-        h = _of_two_runs(i, h0, head, m1)
-        k = k0 + h - h0
-        _fold_columns((src[k:k + 1], 0), (out[h:h + 1], 0), (kind, kind), cols)
+    if OTHER_ROWS:
+        head = m0 - h0
+        for i in range(head + h1 - m1):   # the others, before and after them
+            h = _of_two_runs(i, h0, head, m1)
+            k = k0 + h - h0
+            _fold_columns((src[k:k + 1], 0), (out[h:h + 1], 0), (kind, kind), cols)
 
 
-# How _fold_rows_in_windows folds each row; streamed_rows' copy streams them (_row_streamed).
-ROW_IN_WINDOWS = _row_in_windows
-_fold_rows_streamed = njit(inline="always")(with_globals(_fold_rows_in_windows.py_func,
-                                                         ROW_IN_WINDOWS=_row_streamed))
+# How _fold_rows_in_windows folds each row, and whether it folds the rows outside the windows;
+# streamed_rows' copy streams the rows in windows and leaves the others to the body.
+ROW_IN_WINDOWS, OTHER_ROWS = _row_in_windows, True
+_stream_rows_in_windows = njit(inline="always")(with_globals(_fold_rows_in_windows.py_func,
+                                                             ROW_IN_WINDOWS=_row_streamed, OTHER_ROWS=False))
 
 
 @njit(inline="always")
@@ -424,14 +429,15 @@ STREAMED_GEOMETRY = 14
 
 @functools.lru_cache(maxsize=None)
 def streamed_rows(kind: int):
-    """``rows(src, out, geometry)``: one plane's rows with no partner rows, their centres
-    streamed past the caches (_row_streamed), for a body whose plan streams (it calls this
-    by address, ``axes[STREAMED_ROWS]``); the plane's band rows' lines fetched first, to
-    be on their way meanwhile (_prefetch_rows). ``geometry`` is (direct, direct_end,
-    rows_after, rows_before, the height's axis, the width's axis, k_lo, k_hi), as the
-    body names them. Compiled apart from the body, once per kind and plane layout, so the
-    body is the same for every size and only the large outputs that stream compile this
-    (docs/performance.md, "Compiled bodies and entry points")."""
+    """``rows(src, out, geometry)``: those of one plane's rows with no partner rows that
+    fold in windows (``_fold_rows_in_windows``), their centres streamed past the caches
+    (_row_streamed), for a body whose plan streams (it calls this by address,
+    ``axes[STREAMED_ROWS]``, and folds the other rows itself); the plane's band rows'
+    lines fetched first, to be on their way meanwhile (_prefetch_rows). ``geometry`` is
+    (direct, direct_end, rows_after, rows_before, the height's axis, the width's axis,
+    k_lo, k_hi), as the body names them. Compiled apart from the body, once per kind and
+    plane layout, so the body is the same for every size and only the large outputs that
+    stream compile this (docs/performance.md, "Compiled bodies and entry points")."""
 
     def rows(src, out, geometry):
         direct, direct_end, rows_after, rows_before = geometry[0], geometry[1], geometry[2], geometry[3]
@@ -444,9 +450,8 @@ def streamed_rows(kind: int):
             if 0 <= c < h_kept:
                 k, k2 = _band_rows(c, h_kept, h_before, h_after)
                 _prefetch_rows(out, band_h, src, k, k2)
-        if direct < direct_end:
-            _fold_rows_streamed(src, out, (direct, direct_end), h_before + direct - h_crop, kind, cols,
-                                (k_lo, k_hi))
+        _stream_rows_in_windows(src, out, (direct, direct_end), h_before + direct - h_crop, kind, cols,
+                                (k_lo, k_hi), 0)
 
     return jit(_nrt=False, pipeline_class=NoAliasCompiler)(rows)
 
@@ -491,9 +496,9 @@ def chunk_body(kind: int):
                             np.int64(rows_before), h_crop, h_kept, h_before, h_after, cols[0], cols[1],
                             cols[2], cols[3], np.int64(k_lo), np.int64(k_hi))
                 call_body(streamed, (src, out, geometry))
-            elif direct < direct_end:
+            if direct < direct_end:
                 FOLD_ROWS(src, out, (direct, direct_end), h_before + direct - h_crop, kind, cols,
-                          (k_lo, k_hi))
+                          (k_lo, k_hi), streamed)
             for i in range(rows_after + rows_before):
                 h = _of_two_runs(i, direct_end, rows_after, direct - rows_before)
                 row = out[h:h + 1]                         # one-row views: see the module docstring
