@@ -181,6 +181,25 @@ def test_large_outputs_stream_bit_exact(dtype, skip, pads):
     np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("pads", [(3, 2, 0, 0), (9, 1, 1, 2)])
+def test_large_outputs_rows_outside_the_windows_fold_in_the_body(dtype, pads):
+    """A streaming plan streams the rows that fold in windows (pad_kernel.streamed_rows);
+    the body folds the others: with no top and bottom pads the first plane's first row and
+    the last plane's last row (a window there would read past the array), with a pad wider
+    than a window every row. The same bits as the reference."""
+    from padloss_numba.nontemporal import STREAM_MIN_BYTES
+
+    shape = (2, 2049, 2051)
+    assert np.prod(shape) * 2 >= STREAM_MIN_BYTES
+    go = _grad(shape, pads, dtype, 5, special=True)
+    out = np.empty(shape, DTYPES[dtype])
+    executor = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")[1]
+    assert executor._plan.streams
+    executor.run()
+    np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
+
+
 @pytest.mark.vs_peer
 @settings(max_examples=peer_examples(300))
 @given(pad_case())
