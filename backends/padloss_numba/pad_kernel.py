@@ -460,9 +460,10 @@ def streamed_rows(kind: int):
 def chunk_body(kind: int):
     """``body(grad_output, grad_input, axes, workspace, chunk, chunks)``: the rows of
     piece ``chunk`` of ``chunks``, with workspace row ``chunk`` as its row buffer; where
-    ``axes[STREAMED_ROWS]`` is not 0, the rows with no partner rows stream their centres
-    through that compiled ``streamed_rows``. Compiled once per storage kind and layout
-    and called by address from both entry points (see padloss_numba.indirect)."""
+    ``axes[STREAMED_ROWS]`` is not 0, the rows with no partner rows that fold in windows
+    stream their centres through that compiled ``streamed_rows``, which it calls first.
+    Compiled once per storage kind and layout and called by address from both entry
+    points (see padloss_numba.indirect)."""
     acc_kind = F64 if kind == F64 else F32
     acc_dtype = accumulator_dtype(kind)
 
