@@ -69,6 +69,10 @@ def _merged(meta: TensorMeta, channels: int) -> TensorMeta:
 _ELEMENT = {F16: numba.uint16, BF16: numba.uint16, F32: numba.float32, F64: numba.float64}
 
 
+# How ``padloss info`` names a kernel's layout (variants.record).
+LAYOUT_NAME = {"C": "C-contiguous", "A": "any layout"}
+
+
 def _arrays(kind: int, layout: str) -> tuple:
     """The entry's argument types: grad_output typed read-only and every array possibly
     unaligned, so writable or aligned buffers convert to it at call time and no
@@ -88,8 +92,7 @@ def _kernel(kind: int, parallel: bool, layout: str):
     one signature (``_arrays``; indirect.compile_entry). One dispatcher per
     signature, as in l1_plan."""
     compiled = compile_entry(make_kernel(kind, parallel), chunk_body(kind), _arrays(kind, layout))
-    variants.record("circular_pad2d_backward", variants.KIND_NAME[kind],
-                    "C-contiguous" if layout == "C" else "any layout", parallel)
+    variants.record("circular_pad2d_backward", variants.KIND_NAME[kind], LAYOUT_NAME[layout], parallel)
     return compiled
 
 
@@ -101,8 +104,8 @@ def _streamed_rows(kind: int, layout: str) -> int:
     planes = tuple(a.copy(ndim=2) for a in _arrays(kind, layout)[:2])
     geometry = numba.types.UniTuple(numba.int64, STREAMED_GEOMETRY)
     compiled = compile_called(streamed_rows(kind), planes + (geometry,))
-    variants.record("circular_pad2d_backward", variants.KIND_NAME[kind],
-                    ("C-contiguous" if layout == "C" else "any layout") + " streamed", True)
+    variants.record("circular_pad2d_backward", variants.KIND_NAME[kind], LAYOUT_NAME[layout] + " streamed",
+                    True)
     return compiled
 
 
