@@ -36,9 +36,14 @@ skips the two costly parts of phase 1 when its signature was seen before:
 
    Otherwise the choice and the plan are fetched again (:func:`_ready`), as
    phase 1 does it (``executor.fetch``), and kept for the next call. A run
-   takes a small workspace from the Ready's spares (those earlier runs gave
-   back) instead of allocating one, and gives it back when it finishes; a run
-   that finds none (the first, or another call's run is using it) allocates.
+   (:meth:`Ready.launch`) takes a small workspace from the Ready's spares (those
+   earlier runs gave back) instead of allocating one, and gives it back when it
+   finishes; a run that finds none (the first, or another call's run is using
+   it) allocates.
+
+A :class:`Prepared` is an allocating call planned ahead (padloss.torch plans a
+backward in its forward): it reruns its signature's Ready as an Executor reruns
+its plan, with fewer checks than a one-shot call (it says which, and why).
 
 Where the pieces are used: padloss.op.OpDefinition.call is the one-shot flow
 of both ops; padloss.executor builds Executors and fetches plans and imports
@@ -54,7 +59,7 @@ from .aliasing import check_output_overlap
 from .arrays import Tensor, numpy_dtype
 from .backend import Plan
 from .config import current as _settings
-from .dispatch import Choice, choose, request
+from .dispatch import Choice, choose, registry, request
 from .errors import invalid_argument
 from .executor import Spares, binder, fetch
 from .plan_cache import plan_cache
@@ -175,7 +180,16 @@ def as_tensors(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:
 class Prepared:
     """An allocating call validated and planned ahead of its run (OpDefinition.prepare):
     ``run(first)`` runs it with a new first input (grad_output) and the other inputs it
-    was prepared with, or returns None where ``first`` has other metadata than planned."""
+    was prepared with, or returns None where ``first`` has other metadata than planned.
+
+    It reruns the plan its signature last ran (``Known.ready``) as an Executor reruns its
+    own, while the backend request, the registry's load and the plan cache's removals are
+    as they were then (``Ready.unchanged``): the checks a one-shot call adds (the backend
+    still available, the thread count the same, the plan's hit counted) cost a tiny
+    backward a tenth of its time, the caches being cold there, and decide no bits; the
+    next one-shot call of the signature makes them. Otherwise, and the first time, it
+    runs as a one-shot call does (:func:`run_once`). padloss.torch prepares a backward
+    so in its forward (docs/performance.md, "Tiny calls and autograd")."""
 
     __slots__ = ("known", "first", "rest")
 
@@ -189,8 +203,12 @@ class Prepared:
         """The new output, written (it shares no memory with any input: it is new)."""
         if type(first) is not np.ndarray or (first.dtype, first.shape, first.strides) != self.first:
             return None
-        out = self.known.new_output()
-        run_once(self.known, (first, *self.rest, out), None)
+        known = self.known
+        ready, out = known.ready, known.new_output()
+        if ready is not None and ready.unchanged(request(None)):
+            ready.launch((first, *self.rest, out))
+        else:
+            run_once(known, (first, *self.rest, out), None)
         return out
 
 
@@ -203,14 +221,15 @@ class Ready:
     not a NamedTuple: Python reads a slot through its inline cache, a NamedTuple's
     field through a descriptor call, and a call reads a dozen (docs/performance.md)."""
 
-    __slots__ = ("asked", "holds", "context_of", "context", "key", "generation", "bind", "run",
+    __slots__ = ("asked", "holds", "epoch", "context_of", "context", "key", "generation", "bind", "run",
                  "workspace_size", "spares")
 
     def __init__(self, asked: tuple, choice: Choice, context: tuple, key: tuple, generation: int,
                  plan: Plan):
         self.asked = asked                        # request(): backend=, use_backend block, the setting
-        self.holds = choice.holds                 # the choice's holds() and its backend's
-        self.context_of = choice.backend.cache_context   # cache_context(), bound once
+        self.holds = choice.holds                 # the choice's holds()
+        self.epoch = choice.epoch                 # the registry's load the choice was made in
+        self.context_of = choice.backend.cache_context   # its backend's cache_context(), bound once
         self.context = context                    # what cache_context() said when the plan was fetched
         self.key = key                            # the plan-cache key
         self.generation = generation              # plan_cache.generation before the plan was fetched
@@ -218,6 +237,24 @@ class Ready:
         self.run = plan.run
         self.workspace_size = plan.workspace_size
         self.spares = Spares()                    # workspaces of finished runs, for the next
+
+    def unchanged(self, asked: tuple) -> bool:
+        """Whether a planned run (:class:`Prepared`) may rerun this plan: the same request
+        (a ``request()``), the same load of the registry, no plan removed from the cache
+        since it was fetched (plain reads: no lock, no call into a backend)."""
+        return (self.asked == asked and self.epoch == registry.epoch
+                and self.generation == plan_cache.generation)
+
+    def launch(self, arrays: tuple[np.ndarray, ...]) -> None:
+        """Run the plan on validated NumPy ``arrays`` (their own native views), with a
+        small workspace from the spares (those earlier runs gave back) where it needs one."""
+        size = self.workspace_size
+        if not size:
+            self.run(self.bind(arrays), None, None)
+        else:
+            workspace = self.spares.take(size)
+            self.run(self.bind(arrays), workspace, None)
+            self.spares.give(workspace)
 
 
 def _ready(problem: Problem, asked: tuple) -> Ready:
@@ -240,10 +277,4 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     if (ready is None or ready.asked != asked or not ready.holds() or ready.context_of() != ready.context
             or not plan_cache.touch(ready.key, ready.generation)):
         ready = known.ready = _ready(known.problem, asked)
-    size = ready.workspace_size
-    if not size:
-        ready.run(ready.bind(arrays), None, None)
-    else:
-        workspace = ready.spares.take(size)
-        ready.run(ready.bind(arrays), workspace, None)
-        ready.spares.give(workspace)
+    ready.launch(arrays)

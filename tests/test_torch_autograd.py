@@ -305,6 +305,49 @@ def test_a_small_l1_backward_is_planned_in_the_forward(reduction, monkeypatch):
 
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_planned_backward_reruns_the_last_plan_while_request_registry_and_cache_stand(dtype, monkeypatch):
+    """A backward planned in the forward reruns the plan its signature last ran
+    (fastpath.Prepared), as an executor's run() does: no plan-cache lookup, so no hit
+    counted. A new load of the backend registry, a cache that removed plans since
+    (cleared here), or a ``use_backend`` block around the backward alone, sends it the
+    one-shot call's way: the backend chosen again, the plan fetched again, the backend
+    asked for. padloss's bits every time."""
+    from padloss_torch.backend import TorchBackend
+
+    ran = []
+    real = ops.run_prepared_l1
+    monkeypatch.setattr(ops, "run_prepared_l1", lambda p, g: ran.append(real(p, g)) or ran[-1])
+    compiled = []
+    real_compile = TorchBackend.compile
+    monkeypatch.setattr(TorchBackend, "compile",
+                        lambda self, problem: compiled.append(problem.op) or real_compile(self, problem))
+    x = rand((3, 5), dtype, 1, requires_grad=True)
+    t = rand((3, 5), dtype, 2)
+    expected = reference.l1_loss_backward(np.ones((), to_numpy(x).dtype), to_numpy(x), to_numpy(t), "mean")
+    loss = pt.l1_loss(x, t)
+
+    def backward():
+        x.grad = None
+        loss.backward(retain_graph=True)
+        assert ran[-1] is not None
+        assert_bits(x.grad, expected)
+
+    backward()                                    # the first: the one-shot call's way
+    hits = padloss.plan_cache.hits
+    backward()
+    assert padloss.plan_cache.hits == hits        # the last plan rerun, not looked up
+    padloss.dispatch.registry.reload()
+    backward()
+    assert padloss.plan_cache.hits == hits + 1    # a new load of the backends: chosen, looked up
+    padloss.plan_cache.clear()
+    backward()
+    assert padloss.plan_cache.size == 1           # fetched again
+    with padloss.use_backend("torch"):
+        backward()
+    assert compiled == ["l1_loss_backward"]
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 def test_a_0d_gradient_read_by_its_value_keeps_its_bits(dtype):
     """The planned backward reads a 0-d gradient with item() (ops._gradient_array: a float64

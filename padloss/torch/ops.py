@@ -225,8 +225,9 @@ def prepare_l1_backward(input: torch.Tensor, target: torch.Tensor, reduction: in
     """In a forward of small CPU tensors, its backward's padloss call for input's gradient
     in the promoted dtype (what :func:`l1_backward` makes when ``dtype`` is None),
     validated and planned on NumPy views of input and target, to be run by
-    :func:`run_prepared_l1`: a tiny backward then views only the gradient (~2 us of ~4).
-    None where there is nothing to gain or the views cannot be made."""
+    :func:`run_prepared_l1`: a tiny backward then views only the gradient (~2 us of ~4)
+    and reruns the plan the last such backward ran (padloss.fastpath.Prepared). None where
+    there is nothing to gain or the views cannot be made."""
     if (not (input.is_cpu and target.is_cpu) or input.numel() > PREPARED_MAX_ELEMENTS
             or target.numel() > PREPARED_MAX_ELEMENTS or torch_compat.is_compiling()):
         return None
