@@ -183,8 +183,8 @@ class Prepared:
     was prepared with, or returns None where ``first`` has other metadata than planned.
 
     It reruns the plan its signature last ran (``Known.ready``) as an Executor reruns its
-    own, while the backend request, the registry's load and the plan cache's removals are
-    as they were then (``Ready.unchanged``): the checks a one-shot call adds (the backend
+    own, while the backend request, the registry's load and the plan cache are as they
+    were then (``Ready.unchanged``): the checks a one-shot call adds (the backend
     still available, the thread count the same, the plan's hit counted) cost a tiny
     backward a tenth of its time, the caches being cold there, and decide no bits; the
     next one-shot call of the signature makes them. Otherwise, and the first time, it
@@ -240,10 +240,10 @@ class Ready:
 
     def unchanged(self, asked: tuple) -> bool:
         """Whether a planned run (:class:`Prepared`) may rerun this plan: the same request
-        (a ``request()``), the same load of the registry, no plan removed from the cache
-        since it was fetched (plain reads: no lock, no call into a backend)."""
+        (a ``request()``), the same load of the registry, the plan cache unchanged since the
+        plan was fetched (plain reads: no lock, no call into a backend)."""
         return (self.asked == asked and self.epoch == registry.epoch
-                and self.generation == plan_cache.generation)
+                and plan_cache.unchanged_since(self.generation))
 
     def launch(self, arrays: tuple[np.ndarray, ...]) -> None:
         """Run the plan on validated NumPy ``arrays`` (their own native views), with a

@@ -93,6 +93,12 @@ class PlanCache:
         finally:
             lock.release()
 
+    def unchanged_since(self, generation: int) -> bool:
+        """Whether a plan fetched in ``generation`` is still the one a lookup would find: no
+        plan removed since, and plans are kept (``max_size`` not 0). Plain reads, no lock and
+        no hit counted (a planned run's check: padloss.fastpath.Prepared)."""
+        return generation == self.generation and self._max_size != 0
+
     def get_or_build(self, key: Hashable, build: Callable[[], object]) -> object:
         plan = self.get(key)
         if plan is not None:

@@ -310,9 +310,9 @@ def test_a_planned_backward_reruns_the_last_plan_while_request_registry_and_cach
     """A backward planned in the forward reruns the plan its signature last ran
     (fastpath.Prepared), as an executor's run() does: no plan-cache lookup, so no hit
     counted. A new load of the backend registry, a cache that removed plans since
-    (cleared here), or a ``use_backend`` block around the backward alone, sends it the
-    one-shot call's way: the backend chosen again, the plan fetched again, the backend
-    asked for. padloss's bits every time."""
+    (cleared here) or keeps none (``max_size`` 0), or a ``use_backend`` block around the
+    backward alone, sends it the one-shot call's way: the backend chosen again, the plan
+    fetched again, the backend asked for. padloss's bits every time."""
     from padloss_torch.backend import TorchBackend
 
     ran = []
@@ -343,6 +343,14 @@ def test_a_planned_backward_reruns_the_last_plan_while_request_registry_and_cach
     padloss.plan_cache.clear()
     backward()
     assert padloss.plan_cache.size == 1           # fetched again
+    kept, misses = padloss.plan_cache.max_size, padloss.plan_cache.misses
+    padloss.plan_cache.max_size = 0               # plans not kept: each run builds its own
+    try:
+        backward()
+        backward()
+    finally:
+        padloss.plan_cache.max_size = kept
+    assert padloss.plan_cache.misses == misses + 2
     with padloss.use_backend("torch"):
         backward()
     assert compiled == ["l1_loss_backward"]
