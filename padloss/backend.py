@@ -21,7 +21,11 @@ class Plan(Protocol):
         """Compute into the output buffer. ``buffers`` are the native views in the
         Problem's tensor order, output last; or, when the plan has a method
         ``bind(natives)``, what that returned for them (an optional hook for work
-        an executor should do once per binding of buffers, not on every run)."""
+        an executor should do once per binding of buffers, not on every run). A plan
+        with ``bind`` may also have ``bind_around(middle)``, returning a function
+        ``(first, output) -> bind((first, *middle, output))`` that did the middle
+        buffers' work once (a backward planned in its forward binds only its new
+        gradient and output: padloss.fastpath.Prepared)."""
 
 
 class Backend:

@@ -36,7 +36,7 @@ skips the two costly parts of phase 1 when its signature was seen before:
 
    Otherwise the choice and the plan are fetched again (:func:`_ready`), as
    phase 1 does it (``executor.fetch``), and kept for the next call. A run
-   (:meth:`Ready.launch`) takes a small workspace from the Ready's spares (those
+   (:meth:`Ready.launch_bound`) takes a small workspace from the Ready's spares (those
    earlier runs gave back) instead of allocating one, and gives it back when it
    finishes; a run that finds none (the first, or another call's run is using
    it) allocates.
@@ -191,13 +191,14 @@ class Prepared:
     runs as a one-shot call does (:func:`run_once`). padloss.torch prepares a backward
     so in its forward (docs/performance.md, "Tiny calls and autograd")."""
 
-    __slots__ = ("known", "first", "rest")
+    __slots__ = ("known", "first", "rest", "bound")
 
     def __init__(self, known: Known, inputs: tuple[np.ndarray, ...]):
         self.known = known
         first = inputs[0]
         self.first = first.dtype, first.shape, first.strides
         self.rest = inputs[1:]
+        self.bound = None, None   # (a Ready, its binder of first and output: Ready.bind_around)
 
     def run(self, first: np.ndarray) -> np.ndarray | None:
         """The new output, written (it shares no memory with any input: it is new)."""
@@ -206,7 +207,11 @@ class Prepared:
         known = self.known
         ready, out = known.ready, known.new_output()
         if ready is not None and ready.unchanged(request(None)):
-            ready.launch((first, *self.rest, out))
+            bound_for, bind = self.bound
+            if bound_for is not ready:
+                bind = ready.bind_around(self.rest)
+                self.bound = ready, bind   # one assignment: a thread reads a matching pair
+            ready.launch_bound(bind(first, out))
         else:
             run_once(known, (first, *self.rest, out), None)
         return out
@@ -222,7 +227,7 @@ class Ready:
     field through a descriptor call, and a call reads a dozen (docs/performance.md)."""
 
     __slots__ = ("asked", "holds", "epoch", "context_of", "context", "key", "generation", "bind", "run",
-                 "workspace_size", "spares")
+                 "plan_bind_around", "workspace_size", "spares")
 
     def __init__(self, asked: tuple, choice: Choice, context: tuple, key: tuple, generation: int,
                  plan: Plan):
@@ -235,6 +240,7 @@ class Ready:
         self.generation = generation              # plan_cache.generation before the plan was fetched
         self.bind = binder(plan)                  # the plan's binder (executor.binder) and run
         self.run = plan.run
+        self.plan_bind_around = getattr(plan, "bind_around", None)   # the plan's, where it has one
         self.workspace_size = plan.workspace_size
         self.spares = Spares()                    # workspaces of finished runs, for the next
 
@@ -245,15 +251,25 @@ class Ready:
         return (self.asked == asked and self.epoch == registry.epoch
                 and plan_cache.unchanged_since(self.generation))
 
-    def launch(self, arrays: tuple[np.ndarray, ...]) -> None:
-        """Run the plan on validated NumPy ``arrays`` (their own native views), with a
-        small workspace from the spares (those earlier runs gave back) where it needs one."""
+    def bind_around(self, middle: tuple[np.ndarray, ...]) -> Callable[[np.ndarray, np.ndarray], Any]:
+        """``(first, output) -> bind((first, *middle, output))``: the plan's own
+        ``bind_around`` where it has one (the middle buffers' work done once), else a
+        call of its binder."""
+        if self.plan_bind_around is not None:
+            return self.plan_bind_around(middle)
+        bind = self.bind
+        return lambda first, out: bind((first, *middle, out))
+
+    def launch_bound(self, args: Any) -> None:
+        """Run the plan on ``args`` (its binder's, for validated NumPy arrays that are
+        their own native views), with a small workspace from the spares (those earlier
+        runs gave back) where it needs one."""
         size = self.workspace_size
         if not size:
-            self.run(self.bind(arrays), None, None)
+            self.run(args, None, None)
         else:
             workspace = self.spares.take(size)
-            self.run(self.bind(arrays), workspace, None)
+            self.run(args, workspace, None)
             self.spares.give(workspace)
 
 
@@ -277,4 +293,4 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     if (ready is None or ready.asked != asked or not ready.holds() or ready.context_of() != ready.context
             or not plan_cache.touch(ready.key, ready.generation)):
         ready = known.ready = _ready(known.problem, asked)
-    ready.launch(arrays)
+    ready.launch_bound(ready.bind(arrays))

@@ -353,7 +353,32 @@ def test_a_planned_backward_reruns_the_last_plan_while_request_registry_and_cach
     assert padloss.plan_cache.misses == misses + 2
     with padloss.use_backend("torch"):
         backward()
+        backward()                                # the torch plan rerun, bound for it
     assert compiled == ["l1_loss_backward"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("strided", [False, True])
+def test_the_l1_plans_bind_around_binds_as_bind_does(dtype, strided):
+    """The Numba L1 plan's bind_around(middle) (what a planned backward binds its new gradient
+    and output with) gives the kernel the arguments bind gives it: the same views of the
+    same memory, then the plan's own (a view of the wrong buffer or order would compute
+    other bits, or read out of bounds)."""
+    from padloss.arrays import numpy_dtype
+    from padloss_numba.l1_plan import L1LossBackwardPlan
+
+    np_dtype = numpy_dtype(dtype)
+    x = np.arange(24, dtype=np.float32).astype(np_dtype).reshape(4, 6)
+    t = np.ones((4, 12), np_dtype)[:, ::2] if strided else np.ones((4, 6), np_dtype)
+    g, out = np.asarray(2.0, np_dtype), np.empty((4, 6), np_dtype)
+    executor = padloss.l1_loss_backward_get_workspace_size(g, x, t, "mean", out, backend="numba")[1]
+    plan = executor._plan
+    assert isinstance(plan, L1LossBackwardPlan)
+    plain, around = plan.bind((g, x, t, out)), plan.bind_around((x, t))(g, out)
+    assert len(plain) == len(around) == 6
+    for a, b in zip(plain[:4], around[:4]):
+        assert (a.__array_interface__, a.dtype) == (b.__array_interface__, b.dtype)
+    assert plain[4] is around[4] and plain[5] is around[5]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
