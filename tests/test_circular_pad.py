@@ -159,6 +159,24 @@ def test_the_streamed_rows_take_the_planes_the_body_hands_them():
     assert (*signature.return_type, geometry) in pad_kernel.streamed_rows(F16).signatures
 
 
+STREAMED_SHAPE = (2, 2049, 2051)
+"""self's shape for the streaming tests: 16 MiB or more of output even in float16."""
+
+
+def _streams_bit_exact(dtype: str, pads: tuple, seed: int, out: np.ndarray) -> None:
+    """The pad of a seeded gradient into ``out`` (of STREAMED_SHAPE), on a plan that streams
+    past the caches: the same bits as the reference."""
+    from padloss_numba.nontemporal import STREAM_MIN_BYTES
+
+    assert out.shape == STREAMED_SHAPE and np.prod(STREAMED_SHAPE) * 2 >= STREAM_MIN_BYTES   # 16-bit bytes
+    go = _grad(STREAMED_SHAPE, pads, dtype, seed, special=True)
+    executor = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")[1]
+    assert executor._plan.streams
+    executor.run()
+    expected = reference.circular_pad2d_backward(go, STREAMED_SHAPE, pads)
+    np.testing.assert_array_equal(bits(out), bits(expected))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("skip", [0, 2, 36, 1])
 @pytest.mark.parametrize("pads", [(3, 5, 2, 4), (4, 3, 1, 2)])
@@ -170,16 +188,7 @@ def test_large_outputs_stream_bit_exact(dtype, skip, pads):
     multiple of the element size misaligns the elements, which stream nothing). Column
     pads of 4 or less let float32 rows whose wide windows cross a line stream between
     narrow ones."""
-    from padloss_numba.nontemporal import STREAM_MIN_BYTES
-
-    shape = (2, 2049, 2051)
-    assert np.prod(shape) * 2 >= STREAM_MIN_BYTES   # float16's and bfloat16's bytes
-    go = _grad(shape, pads, dtype, skip, special=True)
-    out = output_at(shape, DTYPES[dtype], skip)
-    executor = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")[1]
-    assert executor._plan.streams
-    executor.run()
-    np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
+    _streams_bit_exact(dtype, pads, skip, output_at(STREAMED_SHAPE, DTYPES[dtype], skip))
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
@@ -189,16 +198,7 @@ def test_large_outputs_rows_outside_the_windows_fold_in_the_body(dtype, pads):
     the body folds the others: with no top and bottom pads the first plane's first row and
     the last plane's last row (a window there would read past the array), with a pad wider
     than a window every row. The same bits as the reference."""
-    from padloss_numba.nontemporal import STREAM_MIN_BYTES
-
-    shape = (2, 2049, 2051)
-    assert np.prod(shape) * 2 >= STREAM_MIN_BYTES
-    go = _grad(shape, pads, dtype, 5, special=True)
-    out = np.empty(shape, DTYPES[dtype])
-    executor = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")[1]
-    assert executor._plan.streams
-    executor.run()
-    np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
+    _streams_bit_exact(dtype, pads, 5, np.empty(STREAMED_SHAPE, DTYPES[dtype]))
 
 
 @pytest.mark.vs_peer
