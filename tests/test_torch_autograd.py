@@ -277,14 +277,34 @@ def test_l1_loss_forward_is_torchs_bit_for_bit(x_dtype, t_dtype, shape):
         assert torch.equal(ours.view(-1).double(), torchs.view(-1).double())
 
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-def test_a_small_l1_backward_is_planned_in_the_forward(reduction, monkeypatch):
-    """The backward runs the forward's plan (padloss.l1_loss.prepare) on the incoming gradient:
-    padloss's bits. A gradient of other strides than planned (the expanded one of 'none'
-    under .sum()) is computed anew, the same bits; a large input is not planned ahead."""
+@pytest.fixture
+def planned_runs(monkeypatch) -> list:
+    """What each backward planned in its forward returned (ops.run_prepared_l1): its
+    gradient, or None where the backward's own call computed it."""
     ran = []
     real = ops.run_prepared_l1
     monkeypatch.setattr(ops, "run_prepared_l1", lambda p, g: ran.append(real(p, g)) or ran[-1])
+    return ran
+
+
+@pytest.fixture
+def torch_compiles(monkeypatch) -> list:
+    """The ops the torch backend compiled a plan for, in order."""
+    from padloss_torch.backend import TorchBackend
+
+    compiled = []
+    real_compile = TorchBackend.compile
+    monkeypatch.setattr(TorchBackend, "compile",
+                        lambda self, problem: compiled.append(problem.op) or real_compile(self, problem))
+    return compiled
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_a_small_l1_backward_is_planned_in_the_forward(reduction, planned_runs):
+    """The backward runs the forward's plan (padloss.l1_loss.prepare) on the incoming gradient:
+    padloss's bits. A gradient of other strides than planned (the expanded one of 'none'
+    under .sum()) is computed anew, the same bits; a large input is not planned ahead."""
+    ran = planned_runs
     x = rand((3, 4), torch.float16, 1, requires_grad=True)
     t = rand((3, 4), torch.float16, 2)
     t.view(-1)[::3] = x.detach().view(-1)[::3]   # equal elements: sign 0
@@ -306,22 +326,15 @@ def test_a_small_l1_backward_is_planned_in_the_forward(reduction, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_a_planned_backward_reruns_the_last_plan_while_request_registry_and_cache_stand(dtype, monkeypatch):
+def test_a_planned_backward_reruns_the_last_plan_while_request_registry_and_cache_stand(dtype, planned_runs,
+                                                                                       torch_compiles):
     """A backward planned in the forward reruns the plan its signature last ran
     (fastpath.Prepared), as an executor's run() does: no plan-cache lookup, so no hit
     counted. A new load of the backend registry, a cache that removed plans since
     (cleared here) or keeps none (``max_size`` 0), or a ``use_backend`` block around the
     backward alone, sends it the one-shot call's way: the backend chosen again, the plan
     fetched again, the backend asked for. padloss's bits every time."""
-    from padloss_torch.backend import TorchBackend
-
-    ran = []
-    real = ops.run_prepared_l1
-    monkeypatch.setattr(ops, "run_prepared_l1", lambda p, g: ran.append(real(p, g)) or ran[-1])
-    compiled = []
-    real_compile = TorchBackend.compile
-    monkeypatch.setattr(TorchBackend, "compile",
-                        lambda self, problem: compiled.append(problem.op) or real_compile(self, problem))
+    ran, compiled = planned_runs, torch_compiles
     x = rand((3, 5), dtype, 1, requires_grad=True)
     t = rand((3, 5), dtype, 2)
     expected = reference.l1_loss_backward(np.ones((), to_numpy(x).dtype), to_numpy(x), to_numpy(t), "mean")
@@ -593,17 +606,12 @@ def test_patch_routes_circular_conv2d_and_l1_loss_to_padloss(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_device_tensors_path_through_the_torch_backend(monkeypatch, dtype):
+def test_device_tensors_path_through_the_torch_backend(monkeypatch, torch_compiles, dtype):
     """CUDA and npu tensors reach padloss's API as tensors (not NumPy views), and the
     dispatcher sends them to the torch or ascend backend; here the same hand-over runs
     on CPU tensors with the torch backend insisted on."""
-    from padloss_torch.backend import TorchBackend
-
     monkeypatch.setattr(ops, "_native", lambda op, name, t: t)
-    compiled = []
-    real_compile = TorchBackend.compile
-    monkeypatch.setattr(TorchBackend, "compile",
-                        lambda self, problem: compiled.append(problem.op) or real_compile(self, problem))
+    compiled = torch_compiles
     padloss.plan_cache.clear()
     x = rand((2, 3, 5, 6), dtype, 1, requires_grad=True)
     a, t = rand((4, 6), dtype, 2, requires_grad=True), rand((4, 6), dtype, 3)
