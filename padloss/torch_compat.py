@@ -45,12 +45,15 @@ def device_module(device_type: str) -> Any:
     return getattr(torch, device_type)
 
 
-def is_compiling() -> bool:
-    """Whether torch.compile is tracing this call: ``torch.compiler.is_compiling`` from
-    torch 2.3. Before it there is no public way to ask, and padloss takes no compile
-    there (its custom ops, which torch.compile needs, are missing too)."""
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
+def _never_compiling() -> bool:
+    return False
+
+
+is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", _never_compiling)
+"""Whether torch.compile is tracing this call: ``torch.compiler.is_compiling`` from
+torch 2.3 (itself, looked up once: a tiny backward asks twice). Before it there is no
+public way to ask, and padloss takes no compile there (its custom ops, which
+torch.compile needs, are missing too)."""
 
 
 def from_numpy(array: np.ndarray) -> torch.Tensor:
