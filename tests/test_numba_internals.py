@@ -110,20 +110,53 @@ def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
     assert not any("noalias" in attributes for attributes in pointer_arguments(njit(copy)))
 
 
+def test_the_no_ssa_pipeline_runs_no_ssa_pass():
+    """numba_internals.NoSSACompiler turns Numba's ``Flags.enable_ssa`` off, so its pipeline has no
+    SSA reconstruction (the pad bodies' machine code is the same, compiled in 0.85x the time:
+    docs/performance.md): this fails when Numba drops or renames the
+    flag, or adds the pass without it."""
+    from numba import njit
+
+    from padloss_numba.numba_internals import NoSSACompiler
+
+    def running_max(a, out):   # a variable assigned in a loop and in a branch: SSA has work
+        best = a[0]
+        for i in range(a.shape[0]):
+            if a[i] > best:
+                best = a[i]
+            out[i] = best
+
+    def passes(dispatcher):
+        a, out = np.array([1.0, 3.0, 2.0, 5.0]), np.empty(4)
+        dispatcher(a, out)
+        assert out.tolist() == [1.0, 3.0, 3.0, 5.0]
+        (signature,) = dispatcher.signatures
+        return dispatcher.get_metadata(signature)["pipeline_times"]["nopython"]
+
+    assert any(name.endswith("_reconstruct_ssa") for name in passes(njit(running_max)))
+    assert not any("ssa" in name for name in passes(njit(pipeline_class=NoSSACompiler)(running_max)))
+
+
 def test_the_inliner_copies_less_in_the_block_and_makes_the_same_code():
     """numba_internals.inliner_copies_less: inside it, Numba's inliner (InlineWorker.inline_ir,
-    which deep-copies a callee block by block) copies the scope the callee's blocks share
-    once for all of them, not once a block, and translates a callee inlined twice once
-    (InlineWorker.inline_function, through run_untyped_passes); the code compiled is the
-    same, and outside the block Numba is as it was. This fails when Numba renames
-    inline_ir, inline_function or run_untyped_passes, gives Scope a copy of its own (which
-    the block's would hide), or stops copying scopes through deepcopy (kernel bodies would
-    compile up to 1.5x as long again: docs/performance.md)."""
-    import numba
-    from numba.core import inline_closurecall, ir
+    which deep-copies a callee block by block, twice) copies the scope the callee's blocks
+    share once for all of them, not once a block, copies each block once (the second copy,
+    the "original" inline_ir returns, is one both its callers drop), and translates a callee
+    inlined twice once (InlineWorker.inline_function, through run_untyped_passes); the code
+    compiled is the same, and outside the block Numba is as it was. This fails when Numba
+    renames inline_ir, inline_function or run_untyped_passes, gives Scope or Block a copy of
+    its own (which the block's would hide), stops copying them through deepcopy (kernel
+    bodies would compile up to 1.5x as long again: docs/performance.md), or a caller of
+    inline_ir starts using the original it returns."""
+    import inspect
 
+    import numba
+    from numba.core import inline_closurecall, ir, typed_passes, untyped_passes
+
+    for caller in (untyped_passes.InlineInlinables._do_work, typed_passes.InlineOverloads._run_inliner):
+        assert "_, _, _, new_blocks" in inspect.getsource(caller), caller   # the original dropped
     worker = inline_closurecall.InlineWorker
-    assert "__deepcopy__" not in vars(ir.Scope)
+    assert "__deepcopy__" not in vars(ir.Scope) and "__deepcopy__" not in vars(ir.Block)
     assert worker.inline_ir is numba_internals._inline_ir
     assert worker.inline_function is numba_internals._inline_function
 
@@ -151,6 +184,13 @@ def test_the_inliner_copies_less_in_the_block_and_makes_the_same_code():
         seen.append((scope, copied, first))
         return copied
 
+    blocks = []   # (a block, its copy) for each block deepcopy asked for
+
+    def block_spy(block, memo):
+        copied = original_block(block, memo)
+        blocks.append((block, copied))
+        return copied
+
     translated = []   # the functions run_untyped_passes translated, inside the block and outside
 
     def translate(self, func, enable_ssa=False):
@@ -158,6 +198,7 @@ def test_the_inliner_copies_less_in_the_block_and_makes_the_same_code():
         return translate_once_each(self, func, enable_ssa)
 
     original, numba_internals._scope_deepcopy = numba_internals._scope_deepcopy, spy
+    original_block, numba_internals._block_deepcopy = numba_internals._block_deepcopy, block_spy
     translate_once_each, worker.run_untyped_passes = worker.run_untyped_passes, translate
     try:
         with numba_internals.inliner_copies_less():
@@ -168,12 +209,16 @@ def test_the_inliner_copies_less_in_the_block_and_makes_the_same_code():
         outside.compile((numba.float64[::1],))
     finally:
         numba_internals._scope_deepcopy = original
+        numba_internals._block_deepcopy = original_block
         worker.run_untyped_passes = translate_once_each
     first_copies = [copied for _, copied, first in seen if first]
     assert len(seen) > 2 * len(first_copies) > 0          # most blocks' copies reuse their scope's copy
     assert all(copied is not scope for scope, copied, _ in seen)   # a copy, never the callee's own
     assert inside_translations == 1 and translated.count(clipped_sum.py_func) == 3   # outside: once a call
-    assert "__deepcopy__" not in vars(ir.Scope)
+    made = [copied for block, copied in blocks if copied is not block]
+    kept = [block for block, copied in blocks if copied is block]   # the original's, not copied again
+    assert len(kept) == len(made) > 2 and {id(b) for b in kept} == {id(b) for b in made}
+    assert "__deepcopy__" not in vars(ir.Scope) and "__deepcopy__" not in vars(ir.Block)
     assert worker.inline_ir is numba_internals._inline_ir
     assert worker.inline_function is numba_internals._inline_function
     assert not numba_internals._callee_irs   # nothing kept past the block

@@ -4,7 +4,8 @@ Numba's public API has no hook for what these do: a cache locator of padloss's o
 (freshness keyed on all of its sources), locked cache files and a cache that never
 fails a call, the address of a compiled body for the entry points that call it, a
 lock-free read of the thread count, bodies compiled with their array arguments
-``noalias``, and an inliner that copies and translates each callee less often.
+``noalias`` (the pad's with no SSA pass), and an inliner that copies and translates each callee
+less often.
 Each name below is private to Numba and may move in any release, so padloss
 declares Numba below the first minor it has not tested (pyproject.toml) and this
 module refuses any release outside that range when it is imported, naming both.
@@ -92,11 +93,27 @@ class NoAliasCompiler(Compiler):
         return super().define_pipelines()
 
 
+class NoSSACompiler(NoAliasCompiler):
+    """:class:`NoAliasCompiler` without Numba's SSA reconstruction (``Flags.enable_ssa`` off,
+    as Numba's inliner already turns it off for every callee it inlines): the pad's bodies
+    compile to the same machine code, compared, in 0.85x the time (docs/performance.md,
+    "Compiled bodies and entry points"). Without SSA a variable has one type for all its
+    assignments, and a type refined on a copy flows back to the variable it copied: L1's
+    body would then compute a float32 mix's coefficient in float64, where a float32 item of
+    a tuple meets it (Numba refuses to lower it), so L1 keeps SSA. The bit-exact tests
+    watch the pad's."""
+
+    def define_pipelines(self):
+        self.state.flags.enable_ssa = False
+        return super().define_pipelines()
+
+
 # ------------------------------------------------------------ the inliner's copies
 
-_Scope, _InlineWorker = ir.Scope, inline_closurecall.InlineWorker
+_Scope, _Block, _InlineWorker = ir.Scope, ir.Block, inline_closurecall.InlineWorker
 _inline_ir, _inline_function = _InlineWorker.inline_ir, _InlineWorker.inline_function
 _scope_copies: dict[int, ir.Scope] | None = None   # id(scope) -> its copy, in one inline_ir call
+_block_copies: set[int] | None = None   # ids of the blocks one inline_ir call copied
 _callee_irs: dict[tuple[int, int, int], tuple] = {}   # inside the block: see _inline_function_translated_once
 
 
@@ -114,13 +131,26 @@ def _scope_deepcopy(scope: ir.Scope, memo: dict) -> ir.Scope:
     return found
 
 
-def _inline_ir_sharing_scopes(self, *args, **kwargs):
-    global _scope_copies
-    outer, _scope_copies = _scope_copies, {}
+def _block_deepcopy(block: ir.Block, memo: dict) -> ir.Block:
+    """``copy.deepcopy`` of a Block: inside an ``inline_ir`` call, a block that call copied
+    is returned as it is (the call copies its copy of the callee again, the "original" it
+    returns, which both of Numba's callers drop); any other, a plain deep copy of its state."""
+    if _block_copies is not None and id(block) in _block_copies:
+        return block
+    found = memo[id(block)] = _Block.__new__(_Block)
+    found.__dict__.update(copy.deepcopy(block.__dict__, memo))
+    if _block_copies is not None:
+        _block_copies.add(id(found))
+    return found
+
+
+def _inline_ir_copying_less(self, *args, **kwargs):
+    global _scope_copies, _block_copies
+    outer, _scope_copies, _block_copies = (_scope_copies, _block_copies), {}, set()
     try:
         return _inline_ir(self, *args, **kwargs)
     finally:
-        _scope_copies = outer
+        _scope_copies, _block_copies = outer
 
 
 def _inline_function_translated_once(self, caller_ir, block, i, function, arg_typs=None):
@@ -154,20 +184,25 @@ def inliner_copies_less():
       variable copies (and the garbage collector's passes over them), which was most of
       the time a kernel body with large inlined helpers took to compile; here the blocks
       of one copy share one copy of the scope, as the blocks of the callee shared it;
+    - a callee's blocks copied once: ``inline_ir`` then copies its copy again, into the
+      "original" it returns, which both its callers drop (``_block_deepcopy`` hands the
+      blocks it made back as they are);
     - a callee's untyped IR made once (``_inline_function_translated_once``).
 
     Outside the block Numba is as it was: the user's own compiles never see it."""
     with global_compiler_lock:
-        if _InlineWorker.inline_ir is _inline_ir_sharing_scopes:   # already inside the block
+        if _InlineWorker.inline_ir is _inline_ir_copying_less:   # already inside the block
             yield
             return
         _Scope.__deepcopy__ = _scope_deepcopy
-        _InlineWorker.inline_ir = _inline_ir_sharing_scopes
+        _Block.__deepcopy__ = _block_deepcopy
+        _InlineWorker.inline_ir = _inline_ir_copying_less
         _InlineWorker.inline_function = _inline_function_translated_once
         try:
             yield
         finally:
             del _Scope.__deepcopy__
+            del _Block.__deepcopy__
             _InlineWorker.inline_ir = _inline_ir
             _InlineWorker.inline_function = _inline_function
             _callee_irs.clear()
