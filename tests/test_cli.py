@@ -451,7 +451,7 @@ def test_a_first_bench_compiles_its_kernels_ahead_in_a_pool_of_jobs(monkeypatch)
     args.dtypes = ["float32"]
     monkeypatch.setattr(variants, "listing", lambda: ({}, 3))                 # nothing for these sources
     jobs = run.compile_ahead(args)
-    assert [label for label, _ in jobs] == ["pad", "l1", "ceilings"]
+    assert [label for label, _ in jobs] == ["pad", "l1", "ceilings", "ceilings"]   # a job a ceiling's mix
     pad_only = {("circular_pad2d_backward", "float32"): {}}
     monkeypatch.setattr(variants, "listing", lambda: (pad_only, 0))
     assert run.compile_ahead(args) == jobs                                      # L1's are missing
@@ -459,11 +459,11 @@ def test_a_first_bench_compiles_its_kernels_ahead_in_a_pool_of_jobs(monkeypatch)
     monkeypatch.setattr(variants, "listing", lambda: (both, 0))
     assert run.compile_ahead(args) == []                                        # a later run loads them
     terminal = Terminal()
-    progress = console.Progress(3, terminal)
+    progress = console.Progress(4, terminal)
     assert console.run_jobs(jobs, progress) == []
     steps = sorted(" ".join(piece.split()[2:]) for piece in terminal.getvalue().split("\r") if piece)
-    assert steps == ["ceilings, ceilings of 1,2 inputs ready", "l1, tiny float32 ready",
-                     "pad, tiny float32 ready"]
+    assert steps == ["ceilings, ceilings of 1 inputs ready", "ceilings, ceilings of 2 inputs ready",
+                     "l1, tiny float32 ready", "pad, tiny float32 ready"]
 
 
 def test_each_op_and_dtype_is_one_compile_job_over_every_size_large_first(monkeypatch):
@@ -473,10 +473,10 @@ def test_each_op_and_dtype_is_one_compile_job_over_every_size_large_first(monkey
     args.dtypes = ["float32", "float16"]
     monkeypatch.setattr(variants, "listing", lambda: ({}, 3))
     jobs = run.compile_ahead(args)
-    assert [argv[3] for _, argv in jobs[:-1]] == ["large,tiny,medium"] * 4
-    assert sorted((argv[1], argv[4]) for _, argv in jobs[:-1]) == sorted(
+    assert [argv[3] for _, argv in jobs[:-2]] == ["large,tiny,medium"] * 4
+    assert sorted((argv[1], argv[4]) for _, argv in jobs[:-2]) == sorted(
         (op, dtype) for op in ("pad", "l1") for dtype in ("float32", "float16"))
-    assert jobs[-1][0] == "ceilings"
+    assert jobs[-2:] == [("ceilings", ["ceilings", "1"]), ("ceilings", ["ceilings", "2"])]   # last, one a mix
 
 
 def test_a_job_pool_fails_the_job_a_child_dies_on_and_runs_the_others(monkeypatch):

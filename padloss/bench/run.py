@@ -136,15 +136,15 @@ def compile_ahead(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     otherwise run one after another on one core; none when every backend would load or
     has nothing to compile. One job an op and dtype, all sizes (large first): a job of
     its own for the large outputs compiled the pad's body a second time, beside the
-    smaller sizes' job (its large outputs only add the streamed rows); the ceilings'
-    last."""
+    smaller sizes' job (its large outputs only add the streamed rows); then one job a
+    ceiling's mix, so that the two cores share them as the ops' jobs end."""
     if not dispatch.would_compile([(op.name, dtype) for op in BENCHED.values() for dtype in args.dtypes]):
         return []
     sizes = ",".join(sorted(args.sizes, key=lambda size: size != "large"))
     jobs = [(op, ["prepare", op, args.reduction, sizes, dtype]) for dtype in args.dtypes for op in BENCHED]
     mixes = sorted({workload(op, "float32", "tiny", args.reduction, filled=False).ceiling_inputs
                     for op in BENCHED})
-    return jobs + [("ceilings", ["ceilings", ",".join(map(str, mixes))])]
+    return jobs + [("ceilings", ["ceilings", str(n_inputs)]) for n_inputs in mixes]
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -168,7 +168,8 @@ def bench(args: argparse.Namespace) -> int:
     groups = len(rounds.workloads(args)) + 2 + sum(peers.steps(args, peer)
                                                    for peer, why in peers.timed(args).items() if why is None)
     ahead = compile_ahead(args)
-    progress = Progress(groups + (len(BENCHED) * len(args.sizes) * len(args.dtypes) + 1 if ahead else 0))
+    # a prepare job prints a line a size, a ceilings job one
+    progress = Progress(groups + sum(len(args.sizes) if argv[0] == "prepare" else 1 for _, argv in ahead))
     backends, not_measured = _backends(args)
     peer_children = peers.start(args, backends)   # importing their frameworks meanwhile
     try:
