@@ -112,7 +112,7 @@ def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
 
 def test_the_no_ssa_pipeline_runs_no_ssa_pass():
     """numba_internals.NoSSACompiler turns Numba's ``Flags.enable_ssa`` off, so its pipeline has no
-    SSA reconstruction (the pad bodies' machine code is the same, compiled in 0.85x the time:
+    SSA reconstruction (the pad bodies' machine code is the same, compiled in 0.88x the time:
     docs/performance.md): this fails when Numba drops or renames the
     flag, or adds the pass without it."""
     from numba import njit

@@ -96,7 +96,7 @@ class NoAliasCompiler(Compiler):
 class NoSSACompiler(NoAliasCompiler):
     """:class:`NoAliasCompiler` without Numba's SSA reconstruction (``Flags.enable_ssa`` off,
     as Numba's inliner already turns it off for every callee it inlines): the pad's bodies
-    compile to the same machine code, compared, in 0.85x the time (docs/performance.md,
+    compile to the same machine code, compared, in 0.88x the time (docs/performance.md,
     "Compiled bodies and entry points"). Without SSA a variable has one type for all its
     assignments, and a type refined on a copy flows back to the variable it copied: L1's
     body would then compute a float32 mix's coefficient in float64, where a float32 item of
