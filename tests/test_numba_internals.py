@@ -83,15 +83,15 @@ def test_the_private_thread_count_reader_exists_and_agrees():
 
 
 
-def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
-    """numba_internals.NoAliasCompiler sets Numba's ``Flags.noalias`` from a pipeline class: this fails
+def test_the_body_pipeline_marks_every_array_pointer_noalias():
+    """numba_internals.BodyCompiler sets Numba's ``Flags.noalias`` from a pipeline class: this fails
     when Numba drops or renames the flag (the bodies would quietly keep their run-time
     alias checks, 1.05-1.2x slower) or stops passing arrays as pointer arguments."""
     import re
 
     from numba import njit
 
-    from padloss_numba.numba_internals import NoAliasCompiler
+    from padloss_numba.numba_internals import BodyCompiler
 
     def copy(src, dst):
         for i in range(dst.shape[0]):
@@ -105,19 +105,19 @@ def test_the_noalias_pipeline_marks_every_array_pointer_noalias():
         # opaque pointers (LLVM 15 on, "ptr noalias %arg.x") or typed ones ("double* noalias %arg.x")
         return re.findall(r"(?:\bptr|\*) ([^%,]*)%arg\.", define)
 
-    marked = pointer_arguments(njit(pipeline_class=NoAliasCompiler)(copy))
+    marked = pointer_arguments(njit(pipeline_class=BodyCompiler)(copy))
     assert len(marked) >= 4 and all("noalias" in attributes for attributes in marked), marked
     assert not any("noalias" in attributes for attributes in pointer_arguments(njit(copy)))
 
 
-def test_the_no_ssa_pipeline_runs_no_ssa_pass():
-    """numba_internals.NoSSACompiler turns Numba's ``Flags.enable_ssa`` off, so its pipeline has no
-    SSA reconstruction (the pad bodies' machine code is the same, compiled in 0.88x the time:
-    docs/performance.md): this fails when Numba drops or renames the
-    flag, or adds the pass without it."""
+def test_the_body_pipeline_runs_no_ssa_pass():
+    """numba_internals.BodyCompiler turns Numba's ``Flags.enable_ssa`` off, so its pipeline has no
+    SSA reconstruction (the bodies' machine code is the same, compiled in 0.85-0.88x the
+    time: docs/performance.md): this fails when Numba drops or renames the flag, or adds the
+    pass without it."""
     from numba import njit
 
-    from padloss_numba.numba_internals import NoSSACompiler
+    from padloss_numba.numba_internals import BodyCompiler
 
     def running_max(a, out):   # a variable assigned in a loop and in a branch: SSA has work
         best = a[0]
@@ -134,7 +134,43 @@ def test_the_no_ssa_pipeline_runs_no_ssa_pass():
         return dispatcher.get_metadata(signature)["pipeline_times"]["nopython"]
 
     assert any(name.endswith("_reconstruct_ssa") for name in passes(njit(running_max)))
-    assert not any("ssa" in name for name in passes(njit(pipeline_class=NoSSACompiler)(running_max)))
+    assert not any("ssa" in name for name in passes(njit(pipeline_class=BodyCompiler)(running_max)))
+
+
+def test_apart_keeps_a_copied_variable_its_own_type_without_ssa():
+    """scalars.apart: without SSA (BodyCompiler), a variable set in a tuple assignment
+    (``wide, fixed = x, False``) and later given a float64 makes the float32 ``x`` float64
+    too, so its product is computed in float64 (with SSA, and from ``apart(x)``, ``x`` stays
+    float32). This fails when Numba stops sending the refined type back (apart, in L1's
+    body, can then go) or apart stops keeping it off."""
+    import numba
+    from numba import njit
+
+    from padloss_numba.numba_internals import BodyCompiler
+    from padloss_numba.scalars import apart
+
+    def copied(x, g):
+        wide, fixed = x, False
+        if g > 0:
+            wide = np.float64(g) * 2
+            fixed = True
+        return x * x, wide, fixed
+
+    def kept_apart(x, g):
+        wide, fixed = apart(x), False
+        if g > 0:
+            wide = np.float64(g) * 2
+            fixed = True
+        return x * x, wide, fixed
+
+    def square_type(dispatcher):
+        assert dispatcher(np.float32(3.0), 2.0) == (9.0, 4.0, True)
+        (signature,) = dispatcher.nopython_signatures
+        return signature.return_type[0]
+
+    assert square_type(njit(copied)) == numba.float32                          # SSA: each value its own
+    assert square_type(njit(pipeline_class=BodyCompiler)(copied)) == numba.float64
+    assert square_type(njit(pipeline_class=BodyCompiler)(kept_apart)) == numba.float32
 
 
 def test_the_inliner_copies_less_in_the_block_and_makes_the_same_code():

@@ -51,8 +51,8 @@ from .convert import (
 )
 from .indirect import call_body, stack_array
 from .nontemporal import LINE, STAGE_BYTES, drain, fence, item_bytes, lead_in, stream_lines
-from .numba_internals import NoAliasCompiler
-from .scalars import greater, lesser
+from .numba_internals import BodyCompiler
+from .scalars import apart, greater, lesser
 from .slots import Slots
 
 INT = 4    # storage kind of an integer or bool input (bool travels as uint8)
@@ -625,7 +625,7 @@ def chunk_body(kinds: tuple[int, int, int, int], promoted: int, exact: bool, str
 
     body = with_globals(body, TERM=signed_term(xk, tk, ok, promoted), ROW=row_of(kinds, promoted, exact),
                         FIXED_ROW=fixed_row_of(xk, tk, ok, promoted))
-    return jit(_nrt=False, pipeline_class=NoAliasCompiler)(body)
+    return jit(_nrt=False, pipeline_class=BodyCompiler)(body)
 
 
 TERM = None   # a body's global: the term function its kinds call for (chunk_body, with_globals)
@@ -661,8 +661,8 @@ def _work(kinds, exact, emit, term, row, fixed_row, stage, arrays, plan, piece):
     index = stack_array(nest, ODOMETER_BYTES)
     offsets = stack_array(nest, OFFSETS_BYTES)
     # the row's grad term when grad_output does not change along it (see _elements):
-    # typed here, set per row only then
-    g_rounded, fixed = coef, False
+    # typed here (its type kept off coef's: scalars.apart), set per row only then
+    g_rounded, fixed = apart(coef), False
     _seek(first // per_row, index, offsets, dims, steps, starts)
     blk = first % per_row
     for _ in range(first, (chunk + 1) * items // chunks):

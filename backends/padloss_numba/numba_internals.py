@@ -4,8 +4,8 @@ Numba's public API has no hook for what these do: a cache locator of padloss's o
 (freshness keyed on all of its sources), locked cache files and a cache that never
 fails a call, the address of a compiled body for the entry points that call it, a
 lock-free read of the thread count, bodies compiled with their array arguments
-``noalias`` (the pad's with no SSA pass), and an inliner that copies and translates each callee
-less often.
+``noalias`` and no SSA pass, and an inliner that copies and translates each callee less
+often.
 Each name below is private to Numba and may move in any release, so padloss
 declares Numba below the first minor it has not tested (pyproject.toml) and this
 module refuses any release outside that range when it is imported, naming both.
@@ -79,31 +79,25 @@ def thread_count_reader():
     return parallel._get_num_threads
 
 
-class NoAliasCompiler(Compiler):
-    """Numba's default pipelines with every array argument marked ``noalias``
-    (``Flags.noalias``, which has no decorator option): LLVM then vectorises a body's
-    loops without a run-time overlap check and a scalar copy of each
-    (docs/performance.md, "noalias"). The ops guarantee what it promises: an output
-    never shares memory with an input (padloss.aliasing), a workspace never with
-    either (padloss.executor), and plan-owned arrays with nothing; inputs may overlap
-    one another, as noalias constrains only memory written through a pointer."""
+class BodyCompiler(Compiler):
+    """Numba's default pipelines as padloss's kernel bodies compile:
+
+    - every array argument marked ``noalias`` (``Flags.noalias``, which has no decorator
+      option): LLVM then vectorises a body's loops without a run-time overlap check and a
+      scalar copy of each (docs/performance.md, "noalias"). The ops guarantee what it
+      promises: an output never shares memory with an input (padloss.aliasing), a
+      workspace never with either (padloss.executor), and plan-owned arrays with nothing;
+      inputs may overlap one another, as noalias constrains only memory written through a
+      pointer;
+    - no SSA reconstruction (``Flags.enable_ssa`` off, as Numba's inliner already turns it
+      off for every callee it inlines): the same machine code, compared, in 0.85-0.88x the
+      time (docs/performance.md, "Compiled bodies and entry points"). Without SSA a
+      variable has one type for all its assignments, and a type refined on a copy flows
+      back to the variable it copied (scalars.apart keeps one apart where that would widen
+      it); the bit-exact tests watch for a body whose arithmetic that changes."""
 
     def define_pipelines(self):
         self.state.flags.noalias = True
-        return super().define_pipelines()
-
-
-class NoSSACompiler(NoAliasCompiler):
-    """:class:`NoAliasCompiler` without Numba's SSA reconstruction (``Flags.enable_ssa`` off,
-    as Numba's inliner already turns it off for every callee it inlines): the pad's bodies
-    compile to the same machine code, compared, in 0.88x the time (docs/performance.md,
-    "Compiled bodies and entry points"). Without SSA a variable has one type for all its
-    assignments, and a type refined on a copy flows back to the variable it copied: L1's
-    body would then compute a float32 mix's coefficient in float64, where a float32 item of
-    a tuple meets it (Numba refuses to lower it), so L1 keeps SSA. The bit-exact tests
-    watch the pad's."""
-
-    def define_pipelines(self):
         self.state.flags.enable_ssa = False
         return super().define_pipelines()
 

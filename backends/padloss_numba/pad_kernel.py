@@ -49,7 +49,7 @@ from .building import jit, with_globals
 from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_even, store_sum_half_away
 from .indirect import buffer_row, call_body
 from .nontemporal import LINE, address, fence, item_bytes, lead_in, prefetch, stream_lines
-from .numba_internals import NoSSACompiler
+from .numba_internals import BodyCompiler
 from .scalars import greater, lesser, rarely
 from .slots import Slots
 from .window import LANES, folder, mover
@@ -453,7 +453,7 @@ def streamed_rows(kind: int):
         _stream_rows_in_windows(src, out, (direct, direct_end), h_before + direct - h_crop, kind, cols,
                                 (k_lo, k_hi), 0)
 
-    return jit(_nrt=False, pipeline_class=NoSSACompiler)(rows)
+    return jit(_nrt=False, pipeline_class=BodyCompiler)(rows)
 
 
 @functools.lru_cache(maxsize=None)
@@ -523,7 +523,7 @@ def chunk_body(kind: int):
     windowed = kind in (F16, BF16, F32)
     body = with_globals(body, FOLD_ROWS=_fold_rows_in_windows if windowed else _fold_rows,
                         PAIR_IN_WINDOWS=_pair_in_windows if windowed else _no_windows)
-    return jit(_nrt=False, pipeline_class=NoSSACompiler)(body)
+    return jit(_nrt=False, pipeline_class=BodyCompiler)(body)
 
 
 # A body's globals (chunk_body): how its kind folds the rows with no partner rows, and

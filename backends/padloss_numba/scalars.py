@@ -1,5 +1,5 @@
-"""Small scalar helpers for kernels: the lesser and the greater of two integers, and a
-test LLVM is told is rarely true.
+"""Small scalar helpers for kernels: the lesser and the greater of two integers, a test
+LLVM is told is rarely true, and a value whose variable's type stays apart from its source's.
 
 Numba's own ``min`` and ``max`` are overloads, each compiled as a function of its own
 for its argument types on a kernel's first compile (18-25 ms apiece); these are
@@ -39,3 +39,16 @@ def rarely(typingctx, value):
                                      ir.Constant(flag, 0)])
 
     return types.boolean(value), codegen
+
+
+@intrinsic
+def apart(typingctx, value):
+    """``value`` itself, as a call's result, not a copy. A body compiled without SSA
+    (numba_internals.BodyCompiler) has one type per variable for all its assignments, and
+    Numba sends a type refined on a variable set in a tuple assignment back to its source:
+    L1's ``g_rounded, fixed = coef, False``, float64 where the output computes in float64,
+    made a float32 ``coef`` float64 too. Set from ``apart(coef)``, the variable widens the
+    call's result instead (one conversion, where SSA put it) and ``coef`` keeps its type."""
+    if not isinstance(value, (types.Integer, types.Float)):
+        raise errors.TypingError("apart(value) takes a number")
+    return value(value), lambda context, builder, sig, args: args[0]
