@@ -112,6 +112,15 @@ _block_copies: set[int] | None = None   # ids of the blocks one inline_ir call c
 _callee_irs: dict[tuple[int, int, int], tuple] = {}   # inside the block: see _inline_function_translated_once
 
 
+def _state_copied(obj, memo: dict):
+    """A plain deep copy of an IR object that keeps its state in ``__dict__`` (Scope, Block),
+    put in the memo first: its parts point back to it."""
+    cls = type(obj)
+    found = memo[id(obj)] = cls.__new__(cls)
+    found.__dict__.update(copy.deepcopy(obj.__dict__, memo))
+    return found
+
+
 def _scope_deepcopy(scope: ir.Scope, memo: dict) -> ir.Scope:
     """``copy.deepcopy`` of a Scope: inside an ``inline_ir`` call the first block's copy of
     it, for every block; elsewhere (and the first time) a plain deep copy of its state."""
@@ -119,10 +128,9 @@ def _scope_deepcopy(scope: ir.Scope, memo: dict) -> ir.Scope:
     if found is not None:
         memo[id(scope)] = found
         return found
-    found = memo[id(scope)] = _Scope.__new__(_Scope)   # in the memo first: its variables point back
+    found = _state_copied(scope, memo)
     if _scope_copies is not None:
         _scope_copies[id(scope)] = found
-    found.__dict__.update(copy.deepcopy(scope.__dict__, memo))
     return found
 
 
@@ -132,8 +140,7 @@ def _block_deepcopy(block: ir.Block, memo: dict) -> ir.Block:
     returns, which both of Numba's callers drop); any other, a plain deep copy of its state."""
     if _block_copies is not None and id(block) in _block_copies:
         return block
-    found = memo[id(block)] = _Block.__new__(_Block)
-    found.__dict__.update(copy.deepcopy(block.__dict__, memo))
+    found = _state_copied(block, memo)
     if _block_copies is not None:
         _block_copies.add(id(found))
     return found
