@@ -1,4 +1,4 @@
 """``python -m padloss``: the command line (see padloss.cli)."""
-from .cli import main
+from .cli import run
 
-raise SystemExit(main())
+run()

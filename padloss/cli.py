@@ -22,6 +22,7 @@ from . import catalogue, dispatch
 from .bench.run import THP_VAR
 from .bench.workloads import SIZES
 from .console import Progress, pool_size, run_jobs
+from .quick_exit import quick_exit
 
 NO_SUBCOMMAND = ["bench", "--quick"]
 
@@ -213,3 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n(the quick run; `padloss bench` times every dtype, `padloss check` compares with "
               "padloss.reference, `padloss info` shows the set-up)")
     return status
+
+
+def run() -> None:
+    """The ``padloss`` script and ``python -m padloss``: :func:`main`, then the end of
+    the process without the interpreter's teardown (padloss.quick_exit)."""
+    quick_exit(main())

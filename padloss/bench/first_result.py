@@ -15,3 +15,7 @@ import padloss  # noqa: E402
 padloss.circular_pad2d_backward(np.ones((2, 3, 14, 14), np.float32), np.empty((2, 3, 8, 8), np.float32),
                                 (3, 3, 3, 3))
 print(time.perf_counter() - t0)
+
+from padloss.quick_exit import quick_exit  # noqa: E402
+
+quick_exit()   # the parent waits for this process's end: no teardown
