@@ -42,6 +42,12 @@ class Backend:
     for a target's numerics model other than the spec's (Problem.numerics), which a
     backend without such an entry refuses."""
 
+    availability_fixed: bool = False
+    """True where :meth:`availability` answers the same for the life of the process (the
+    Numba backend's: whether numba is installed, which importing the backend settles): a
+    remembered choice of it then stands without asking again (padloss.dispatch). False
+    where the answer can change: a device appears, a module is imported later."""
+
     def availability(self) -> tuple[bool, str]:
         """(available, reason if not). Must be cheap and must not import heavy
         modules just to look (use importlib.util.find_spec / sys.modules)."""

@@ -20,7 +20,9 @@ error naming the reason; it never falls back silently.
 A choice is remembered per (Problem, request, block, setting): ``supports``
 is a pure function of the Problem, so only availability, which can change
 (a device appears, a module gets imported), is asked again on later calls,
-of the chosen backend and of every one skipped for being unavailable.
+of the chosen backend and of every one skipped for being unavailable; a choice
+with none skipped of a backend whose availability is fixed
+(``Backend.availability_fixed``) asks nothing again.
 """
 from __future__ import annotations
 
@@ -153,13 +155,15 @@ class Choice(NamedTuple):
     backend: Backend
     skipped: tuple[Backend, ...]   # passed over for being unavailable: asked again each call
     epoch: int                     # the registry's load it was made in
+    settled: bool                  # nothing to ask again: none skipped, the backend's availability fixed
 
     def holds(self) -> bool:
         """Same registry, the backend still available, none of the skipped ones now
         (asked by :func:`choose`, and by the one-shot fast path, padloss.fastpath,
-        before it reruns a plan)."""
-        return (self.epoch == registry.epoch and self.backend.availability()[0]
-                and not (self.skipped and any([b.availability()[0] for b in self.skipped])))
+        before it reruns a plan); for a settled choice, the same registry alone."""
+        return self.epoch == registry.epoch and (self.settled or (
+            self.backend.availability()[0]
+            and not (self.skipped and any([b.availability()[0] for b in self.skipped]))))
 
 
 def request(requested: str | None) -> tuple:
@@ -189,7 +193,7 @@ def choose(problem: Problem, asked: tuple) -> Choice:
         backend, skipped = _explicit(problem, setting, origin), ()
     else:
         backend, skipped = _automatic(problem)
-    choice = Choice(backend, skipped, registry.epoch)
+    choice = Choice(backend, skipped, registry.epoch, not skipped and backend.availability_fixed)
     choices = registry.choices
     if len(choices) >= MAX_CHOICES:
         choices.clear()

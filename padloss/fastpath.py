@@ -26,7 +26,8 @@ skips the two costly parts of phase 1 when its signature was seen before:
      argument, the enclosing ``use_backend`` block, the backend setting);
    - the selection stands (``dispatch.Choice.holds``: the same registry load,
      the chosen backend still available, none of those skipped as unavailable
-     available now);
+     available now; for a settled choice, the registry's load alone, compared here
+     without the call);
    - the backend's run-time context is the same (``Backend.cache_context()``,
      e.g. the Numba thread count);
    - the plan cache still holds the plan (``plan_cache.PlanCache.touch``: no
@@ -226,13 +227,14 @@ class Ready:
     not a NamedTuple: Python reads a slot through its inline cache, a NamedTuple's
     field through a descriptor call, and a call reads a dozen (docs/performance.md)."""
 
-    __slots__ = ("asked", "holds", "epoch", "context_of", "context", "key", "generation", "bind", "run",
-                 "plan_bind_around", "workspace_size", "spares")
+    __slots__ = ("asked", "holds", "settled", "epoch", "context_of", "context", "key", "generation", "bind",
+                 "run", "plan_bind_around", "workspace_size", "spares")
 
     def __init__(self, asked: tuple, choice: Choice, context: tuple, key: tuple, generation: int,
                  plan: Plan):
         self.asked = asked                        # request(): backend=, use_backend block, the setting
         self.holds = choice.holds                 # the choice's holds()
+        self.settled = choice.settled             # holds() is the registry's load alone
         self.epoch = choice.epoch                 # the registry's load the choice was made in
         self.context_of = choice.backend.cache_context   # its backend's cache_context(), bound once
         self.context = context                    # what cache_context() said when the plan was fetched
@@ -290,7 +292,8 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     a tiny call is mostly this bookkeeping."""
     asked = request(requested_backend)
     ready = known.ready
-    if (ready is None or ready.asked != asked or not ready.holds() or ready.context_of() != ready.context
-            or not plan_cache.touch(ready.key, ready.generation)):
+    if (ready is None or ready.asked != asked
+            or (ready.epoch != registry.epoch if ready.settled else not ready.holds())   # Choice.holds
+            or ready.context_of() != ready.context or not plan_cache.touch(ready.key, ready.generation)):
         ready = known.ready = _ready(known.problem, asked)
     ready.launch_bound(ready.bind(arrays))

@@ -313,6 +313,10 @@ def test_selection_order(plugin, monkeypatch):
 def test_repeated_calls_see_every_change_that_decides_the_plan(plugin, monkeypatch, fresh_cache):
     """A one-shot call reuses the plan its signature ran last only while nothing
     that chose it changed: the selection inputs, availability, the thread count."""
+    numba_backend = padloss.dispatch.registry.backends()["numba"]
+    # numba's availability is fixed (a settled choice asks it nothing again: the next
+    # test); declared not fixed here, it stands for a backend whose availability changes
+    monkeypatch.setattr(type(numba_backend), "availability_fixed", False)
     go, x, p = _pad_call(np.random.default_rng(0), np.float32, (1, 2, 4, 4), (1, 1, 1, 1))
     expected = bits(reference.circular_pad2d_backward(go, x.shape, p))
 
@@ -331,7 +335,6 @@ def test_repeated_calls_see_every_change_that_decides_the_plan(plugin, monkeypat
     with padloss.use_backend("recording"):
         run()
         assert fresh_cache.hits == 3              # the recording plan, cached: a hit, not a rebuild
-    numba_backend = padloss.dispatch.registry.backends()["numba"]
     monkeypatch.setattr(type(numba_backend), "availability", lambda self: (False, "switched off"))
     assert run() == "recording"                   # automatic: the next backend that is available
     with pytest.raises(padloss.BackendError, match="switched off"):
@@ -349,6 +352,33 @@ def test_repeated_calls_see_every_change_that_decides_the_plan(plugin, monkeypat
             assert fresh_cache.misses == misses + 1   # a plan for one thread
         finally:
             numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def test_a_settled_choice_asks_no_backend_again(monkeypatch, fresh_cache):
+    """A choice of a backend whose availability is fixed (numba's), none skipped, stands on
+    the registry's load alone: repeated calls ask no availability; a new load chooses again."""
+    go, x, p = _pad_call(np.random.default_rng(0), np.float32, (1, 2, 4, 4), (1, 1, 1, 1))
+    expected = bits(reference.circular_pad2d_backward(go, x.shape, p))
+    numba_class = type(registry.backends()["numba"])
+    asked = []
+    real = numba_class.availability
+    monkeypatch.setattr(numba_class, "availability", lambda self: asked.append(self.name) or real(self))
+
+    def run():
+        np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go, x, p)), expected)
+        return len(asked)
+
+    registry.reload()
+    try:
+        chose = run()
+        assert chose >= 1                                  # asked while choosing
+        assert [c.settled for c in registry.choices.values()] == [True]
+        assert run() == run() == chose                     # then never again
+        registry.reload()
+        assert run() > chose                               # a new load: chosen, so asked, again
+    finally:
+        monkeypatch.undo()
+        registry.reload()
 
 
 def test_use_backend_is_per_thread():

@@ -48,6 +48,7 @@ INPUT_ONLY_DTYPES = frozenset(rules.INTEGERS)
 
 class NumbaBackend(Backend):
     name, priority, devices = "numba", 100, frozenset({"cpu"})
+    availability_fixed = True   # numba imported with this module: installed for good
     plans = {"circular_pad2d_backward": "padloss_numba.pad_plan:CircularPadPlan",
              "l1_loss_backward": "padloss_numba.l1_plan:L1LossBackwardPlan",
              ("circular_pad2d_backward", "arch35-simt"): "padloss_numba.pad_arch35:Arch35PadPlan",
