@@ -27,12 +27,13 @@ BUFFERS = ("grad_output", "grad_input")
 def _memo_params(self: Any, padding: Any) -> tuple | None:
     """The memo key's params: padding when it is 4 plain ints (a float or a bool
     equals an int as a dict key, so only exact ints may share a verdict), and
-    self's metadata (self is no buffer, but its shape and dtype decide the
-    verdict); None when either is not known exactly."""
+    self's shape and dtype (self is no buffer, but they decide the verdict; its
+    strides decide nothing, its data never being read); None when either is not
+    known exactly."""
     if type(padding) in (tuple, list) and len(padding) == 4 and type(self) is np.ndarray:
         left, right, top, bottom = padding
         if type(left) is type(right) is type(top) is type(bottom) is int:
-            return left, right, top, bottom, self.dtype, self.shape, self.strides
+            return left, right, top, bottom, self.dtype, self.shape
     return None
 
 
