@@ -137,6 +137,30 @@ def test_the_body_pipeline_runs_no_ssa_pass():
     assert not any("ssa" in name for name in passes(njit(pipeline_class=BodyCompiler)(running_max)))
 
 
+def test_the_body_pipeline_runs_no_rewrites_after_typing():
+    """numba_internals.BodyCompiler drops Numba's ``NopythonRewrites`` pass (the bodies' machine
+    code is the same, compiled in less time: docs/performance.md): this fails when Numba renames
+    the pass or keeps a pipeline's passes elsewhere. An array expression, which the pass would
+    fuse into one loop, still computes without it."""
+    from numba import njit
+
+    from padloss_numba.numba_internals import BodyCompiler
+
+    def add(a, b, out):
+        out[:] = a + b
+
+    def passes(dispatcher):
+        a, b, out = np.arange(4.0), np.ones(4), np.empty(4)
+        dispatcher(a, b, out)
+        assert out.tolist() == [1.0, 2.0, 3.0, 4.0]
+        (signature,) = dispatcher.signatures
+        return dispatcher.get_metadata(signature)["pipeline_times"]["nopython"]
+
+    rewrites = "_nopython_rewrites"
+    assert any(name.endswith(rewrites) for name in passes(njit(add)))
+    assert not any(name.endswith(rewrites) for name in passes(njit(pipeline_class=BodyCompiler)(add)))
+
+
 def test_apart_keeps_a_copied_variable_its_own_type_without_ssa():
     """scalars.apart: without SSA (BodyCompiler), a variable set in a tuple assignment
     (``wide, fixed = x, False``) and later given a float64 makes the float32 ``x`` float64
