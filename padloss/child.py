@@ -3,7 +3,7 @@
     python -m padloss.child warmup OP DTYPE...      compile one op's kernels, a dtype at a time
     python -m padloss.child prepare OP REDUCTION SIZES DTYPES
                                                     compile what the bench times for one op
-    python -m padloss.child ceilings MIXES          compile the bench's ceiling kernels
+    python -m padloss.child ceilings N_INPUTS       compile the bench's ceiling kernels of one mix
     python -m padloss.child check OP DTYPE TARGET   compile what ``padloss check`` runs of one op and dtype
     python -m padloss.child serve                   run jobs (one of the above each) from stdin
     python -m padloss.child peer SPEC               time a peer framework (padloss.bench.peers)
@@ -38,13 +38,12 @@ def prepare(op: str, reduction: str, sizes: str, dtypes: str) -> None:
             print(size, dtype, flush=True)
 
 
-def ceilings(mixes: str) -> None:
-    """The bench's ceiling kernels of ``mixes`` (comma-separated counts of input streams)."""
+def ceilings(n_inputs: str) -> None:
+    """The bench's ceiling kernels of the mix that reads ``n_inputs`` streams."""
     from padloss.bench import ceilings
 
-    for n_inputs in mixes.split(","):
-        ceilings.prepare(int(n_inputs))
-    print(f"ceilings of {mixes} inputs", flush=True)
+    ceilings.prepare(int(n_inputs))
+    print(f"ceilings of {n_inputs} inputs", flush=True)
 
 
 def check(op: str, dtype: str, target: str) -> None:
