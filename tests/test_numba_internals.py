@@ -110,6 +110,13 @@ def test_the_body_pipeline_marks_every_array_pointer_noalias():
     assert not any("noalias" in attributes for attributes in pointer_arguments(njit(copy)))
 
 
+def _nopython_passes(dispatcher) -> list[str]:
+    """The passes (numbered names) Numba's nopython pipeline ran for ``dispatcher``'s one
+    compiled signature."""
+    (signature,) = dispatcher.signatures
+    return list(dispatcher.get_metadata(signature)["pipeline_times"]["nopython"])
+
+
 def test_the_body_pipeline_runs_no_ssa_pass():
     """numba_internals.BodyCompiler turns Numba's ``Flags.enable_ssa`` off, so its pipeline has no
     SSA reconstruction (the bodies' machine code is the same, compiled in 0.85-0.88x the
@@ -130,8 +137,7 @@ def test_the_body_pipeline_runs_no_ssa_pass():
         a, out = np.array([1.0, 3.0, 2.0, 5.0]), np.empty(4)
         dispatcher(a, out)
         assert out.tolist() == [1.0, 3.0, 3.0, 5.0]
-        (signature,) = dispatcher.signatures
-        return dispatcher.get_metadata(signature)["pipeline_times"]["nopython"]
+        return _nopython_passes(dispatcher)
 
     assert any(name.endswith("_reconstruct_ssa") for name in passes(njit(running_max)))
     assert not any("ssa" in name for name in passes(njit(pipeline_class=BodyCompiler)(running_max)))
@@ -153,8 +159,7 @@ def test_the_body_pipeline_runs_no_rewrites_after_typing():
         a, b, out = np.arange(4.0), np.ones(4), np.empty(4)
         dispatcher(a, b, out)
         assert out.tolist() == [1.0, 2.0, 3.0, 4.0]
-        (signature,) = dispatcher.signatures
-        return dispatcher.get_metadata(signature)["pipeline_times"]["nopython"]
+        return _nopython_passes(dispatcher)
 
     rewrites = "_nopython_rewrites"
     assert any(name.endswith(rewrites) for name in passes(njit(add)))
