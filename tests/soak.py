@@ -112,6 +112,20 @@ def soak(threads: int, calls: int, plans: int) -> dict:
             "first_failure": first_failure[:1]}
 
 
+def _as_weak_scalar(grad_output, self, target):
+    """A Python float or int grad_output as l1_loss_backward takes it (docs/l1_loss_backward.md):
+    the 0-d of P of self and target (float32 where neither is a float), rounded once; the
+    reference takes arrays. Anything else as it is."""
+    if type(grad_output) not in (float, int):
+        return grad_output
+    try:
+        dtype = reference.promote(self.dtype, target.dtype)
+    except TypeError:   # no float among them
+        dtype = np.dtype(np.float32)
+    with np.errstate(over="ignore"):   # past the dtype's range: infinity, as a cast gives
+        return np.asarray(float(grad_output), dtype)
+
+
 def fuzz(examples: int) -> dict:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
@@ -159,7 +173,8 @@ def fuzz(examples: int) -> dict:
         counts["computed"] += 1
         try:
             expected = reference.circular_pad2d_backward(a, b.shape, padding) if pad else \
-                reference.l1_loss_backward(a, b, c, extra, out.dtype if out is not None else None)
+                reference.l1_loss_backward(_as_weak_scalar(a, b, c), b, c, extra,
+                                           out.dtype if out is not None else None)
         except Exception as exc:  # noqa: BLE001
             counts["bad"] += 1
             bad.append(f"padloss computed a call its reference refuses ({type(exc).__name__}: {exc})")
