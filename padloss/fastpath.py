@@ -7,10 +7,12 @@ skips the two costly parts of phase 1 when its signature was seen before:
 1. **Validation** (:class:`ValidatedCalls`). Validation is a pure function of
    metadata (dtypes, shapes, strides and the op's parameters), so a call whose
    :func:`signature_of` matches an earlier, valid one gets the same verdict: the
-   Problem full validation built, kept in a :class:`Known`. What depends on the
+   Problem full validation built, kept in a :class:`Known`, found by
+   :meth:`ValidatedCalls.find` (the last signature found is compared first, field
+   by field: a repeated call builds and hashes no key). What depends on the
    buffers themselves, the output's writability and its overlap with the
    inputs (padloss.aliasing), is still checked on every call
-   (:meth:`ValidatedCalls.checked`). Anything unusual (torch tensors, lists,
+   (:meth:`ValidatedCalls.check_buffers`). Anything unusual (torch tensors, lists,
    a float in the padding, a first-time signature) has no signature and takes
    the full path. Each op keeps two memos (padloss.op.OpDefinition): one for
    calls given an output, keyed on every buffer, and one for calls that
@@ -105,37 +107,73 @@ def signature(arrays, params, target):
     return params, target, {metadata}
 """
 
+# find(): the last signature found compared field by field (no key built, no hash: the dtypes'
+# hash is the dearest part of one), the last array's shape first (where repeated calls of
+# other sizes differ soonest); then the dict.
+_FIND = """
+def make_find(calls):
+    known_get = calls._known.get
+    def find(arrays, params, target):
+        if target is None:
+            target = settings.target
+        if params is None or type(target) is not str:
+            return None
+        {names}, = arrays
+        if {not_plain}:
+            return None
+        p, t, {last_fields}, known = calls.last
+        if params == p and target is t and {same}:
+            return known
+        key = params, target, {metadata}
+        known = known_get(key)
+        if known is not None:
+            calls.last = *key, known
+        return known
+    return find
+"""
+
+
+def _written_out(template: str, count: int) -> dict:
+    """``template`` written out for ``count`` arrays and run (a fixed template, no outside
+    text), the way collections.namedtuple writes its methods: one tuple or one chain of
+    tests with no loop (docs/performance.md, "Tiny calls and autograd")."""
+    names = [f"a{i}" for i in range(count)]
+    fields = [(f"{n}.dtype", f"{n}.shape", f"{n}.strides") for n in names]
+    last = [(f"d{i}", f"s{i}", f"t{i}") for i in range(count)]
+    same = [f"{a}.shape == {s} and {a}.dtype is {d} and {a}.strides == {t}"
+            for a, (d, s, t) in reversed(list(zip(names, last)))]
+    source = template.format(names=", ".join(names),
+                             not_plain=" or ".join(f"type({n}) is not ndarray" for n in names),
+                             metadata=", ".join(", ".join(f) for f in fields),
+                             last_fields=", ".join(", ".join(f) for f in last),
+                             same=" and ".join(same))
+    scope = {"settings": _settings, "ndarray": np.ndarray}
+    exec(source, scope)   # noqa: S102
+    return scope
+
 
 def signature_of(count: int) -> Callable[[tuple, Any, Any], tuple | None]:
     """``signature(arrays, params, target)`` for ``count`` arrays: the memo key, or None
     (never remembered) when an argument is not a plain ndarray or the op's parameters are
     not known exactly (``params`` None); it holds the target's name (the call's
-    ``npu_target``, else the setting's), then each array's dtype, shape and strides.
-    Written out for its count of arrays, as one tuple with no loop (docs/performance.md,
-    "Tiny calls and autograd"), the way collections.namedtuple writes its methods."""
-    names = [f"a{i}" for i in range(count)]
-    source = _SIGNATURE.format(names=", ".join(names),
-                               not_plain=" or ".join(f"type({n}) is not ndarray" for n in names),
-                               metadata=", ".join(f"{n}.dtype, {n}.shape, {n}.strides" for n in names))
-    scope = {"settings": _settings, "ndarray": np.ndarray}
-    exec(source, scope)   # noqa: S102  (a fixed template, no outside text)
-    return scope["signature"]
+    ``npu_target``, else the setting's), then each array's dtype, shape and strides."""
+    return _written_out(_SIGNATURE, count)["signature"]
 
 
 class ValidatedCalls:
     """Signature -> Known for one op's calls of ``count`` arrays (their memo key:
-    ``key``, of :func:`signature_of`); cleared when full (a cheap, safe bound)."""
+    ``key``, of :func:`signature_of`); cleared when full (a cheap, safe bound).
+    ``find`` looks a call's signature up, the last one found first."""
 
-    __slots__ = ("op", "key", "_known", "known")
+    __slots__ = ("op", "key", "_known", "last", "find")
 
     def __init__(self, op: str, count: int):
         self.op = op
         self.key = signature_of(count)
         self._known: dict[Hashable, Known] = {}
-        # known(key): the entry of a known signature (calls that allocate their output), or
-        # None; the dict's own get (no Python frame: ~0.1 us of a tiny call). A None key,
-        # never stored, finds nothing.
-        self.known = self._known.get
+        # (*key, Known) of the last signature found; at first one no call matches (its params None)
+        self.last = (None,) * (3 + 3 * count)
+        self.find: Callable[[tuple, Any, Any], Known | None] = _written_out(_FIND, count)["make_find"](self)
 
     def remember(self, key: tuple | None, problem: Problem) -> Known:
         """The new entry (kept only where the signature is known exactly: ``key`` not None)."""
@@ -144,14 +182,12 @@ class ValidatedCalls:
             if len(self._known) >= MAX_SIGNATURES:
                 self._known.clear()
             self._known[key] = known
+            self.last = *key, known
         return known
 
-    def checked(self, key: tuple | None, buffers: tuple, names: tuple[str, ...]) -> Known | None:
-        """The entry of a known signature once the output (last of ``buffers``)
-        passed the per-call checks; None for an unknown signature."""
-        known = self._known.get(key)
-        if known is None:
-            return None
+    def check_buffers(self, known: Known, buffers: tuple, names: tuple[str, ...]) -> None:
+        """The per-call checks of ``buffers`` of a known signature (``known``): the output
+        (last) writable and sharing no memory with an input."""
         out = buffers[-1]
         flags = out.flags
         if not flags.writeable:
@@ -170,7 +206,6 @@ class ValidatedCalls:
                     continue
             if np.may_share_memory(out, b):
                 check_output_overlap(self.op, names, as_tensors(known.problem, buffers))   # names the input
-        return known
 
 
 def as_tensors(problem: Problem, buffers: tuple) -> tuple[Tensor, ...]:

@@ -79,10 +79,11 @@ class OpDefinition:
              backend: str | None, target: str | None) -> Executor:
         """Phase 1 for a given output (``name`` as the caller called it)."""
         buffers = inputs + (output,)
-        key = self.given.key(buffers, params, target)
-        known = self.given.checked(key, buffers, self.inputs + (name,))
+        known = self.given.find(buffers, params, target)
         if known is not None:
+            self.given.check_buffers(known, buffers, self.inputs + (name,))
             return make_executor(known.problem, self.buffers, as_tensors(known.problem, buffers), backend)
+        key = self.given.key(buffers, params, target)
         return self._planned(self.validate_inputs(*args), output, name, key, backend, target)
 
     def _planned(self, checked: Inputs, output: Any, name: str, key: tuple | None,
@@ -121,9 +122,9 @@ class OpDefinition:
         """An allocating call on NumPy ``inputs`` validated and planned ahead (under the
         target setting), not run: the Prepared runs it later on a new first input
         (padloss.torch plans a backward in its forward, before the gradient exists)."""
-        key = self.allocating.key(inputs, params, None)
-        known = self.allocating.known(key)
+        known = self.allocating.find(inputs, params, None)
         if known is None:
+            key = self.allocating.key(inputs, params, None)
             known = self._allocating(args, inputs, params, key, None, None)[0]
         return Prepared(known, inputs)
 
@@ -131,17 +132,18 @@ class OpDefinition:
              target: str | None) -> Any:
         """The one-shot call: ``out`` written in place, or a new output; returned."""
         if out is None:
-            key = self.allocating.key(inputs, params, target)
-            known = self.allocating.known(key)
+            known = self.allocating.find(inputs, params, target)
             if known is None:
+                key = self.allocating.key(inputs, params, target)
                 return self._allocating(args, inputs, params, key, backend, target)[1].run()
             out = known.new_output()
             buffers = inputs + (out,)
         else:
             buffers = inputs + (out,)
-            key = self.given.key(buffers, params, target)
-            known = self.given.checked(key, buffers, self.one_shot_names)
+            known = self.given.find(buffers, params, target)
             if known is None:
+                key = self.given.key(buffers, params, target)
                 return self._planned(self.validate_inputs(*args), out, "out", key, backend, target).run()
+            self.given.check_buffers(known, buffers, self.one_shot_names)
         run_once(known, buffers, backend)
         return out

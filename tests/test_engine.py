@@ -220,6 +220,33 @@ def test_memo_key_holds_each_arrays_metadata_and_is_none_for_anything_unusual():
         key((a,), (1,), None)
 
 
+def test_find_gives_the_dicts_verdict_with_the_last_signature_first():
+    """ValidatedCalls.find compares a call against the last signature found, field by field,
+    before the dict: each field that differs is another signature, an equal dtype that is
+    another object finds its entry in the dict, and a signature found there becomes the last."""
+    from padloss.fastpath import ValidatedCalls
+
+    calls = ValidatedCalls("op", 2)
+    a, b = np.zeros((2, 3), np.float32), np.zeros(3, np.float16)
+    assert calls.find((a, b), (1,), None) is None
+    first = calls.remember(calls.key((a, b), (1,), None), "first problem")
+    assert calls.find((a, b), (1,), None) is first
+    assert calls.find((a.copy(), b.copy()), (1,), None) is first              # other data, same metadata
+    for arrays, params, target in [((a, b), (2,), None), ((a, b), (1,), "ascend-950"), ((a.T, b), (1,), None),
+                                   ((np.asfortranarray(a), b), (1,), None),
+                                   ((a.view(np.int32), b), (1,), None), ((a, b[::2]), (1,), None),
+                                   ((a[:1], b), (1,), None), ((a, b.reshape(1, 3)), (1,), None),
+                                   ((a, b), None, None), ((a, list(b)), (1,), None)]:
+        assert calls.find(arrays, params, target) is None                     # (a, b) the last found
+    meta = np.dtype("f4", metadata={"of": "another object"})   # == float32, not the same object
+    assert calls.find((np.zeros((2, 3), meta), b), (1,), None) is first
+    c = np.zeros(4, np.float16)
+    second = calls.remember(calls.key((a, c), (1,), None), "second problem")
+    assert calls.find((a, c), (1,), None) is second
+    assert calls.find((a, b), (1,), None) is first                           # from the dict
+    assert calls.last[-1] is first and calls.find((a, c), (1,), None) is second
+
+
 # ------------------------------------------------------------------ executor
 
 
