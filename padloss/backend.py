@@ -25,7 +25,11 @@ class Plan(Protocol):
         with ``bind`` may also have ``bind_around(middle)``, returning a function
         ``(first, output) -> bind((first, *middle, output))`` that did the middle
         buffers' work once (a backward planned in its forward binds only its new
-        gradient and output: padloss.fastpath.Prepared)."""
+        gradient and output: padloss.fastpath.Prepared).
+
+        A plan may also set ``context_free`` True where it runs the same under any of its
+        backend's ``cache_context()`` (a serial Numba plan uses no threads): a one-shot
+        call that reruns it then does not ask for the context (padloss.fastpath)."""
 
 
 class Backend:

@@ -30,6 +30,7 @@ class EmptyPlan:
     """The plan of a call with nothing to compute: no workspace, launches nothing."""
 
     workspace_size = 0
+    context_free = True
 
     def run(self, buffers: tuple, workspace: Any, stream: Any) -> None:
         return None

@@ -31,7 +31,7 @@ skips the two costly parts of phase 1 when its signature was seen before:
      available now; for a settled choice, the registry's load alone, compared here
      without the call);
    - the backend's run-time context is the same (``Backend.cache_context()``,
-     e.g. the Numba thread count);
+     e.g. the Numba thread count), where the plan depends on it (not ``context_free``);
    - the plan cache still holds the plan (``plan_cache.PlanCache.touch``: no
      plan removed since ``PlanCache.generation`` was read, when it was
      fetched; the touch counts as a hit and keeps the LRU order, as a lookup
@@ -271,7 +271,8 @@ class Ready:
         self.holds = choice.holds                 # the choice's holds()
         self.settled = choice.settled             # holds() is the registry's load alone
         self.epoch = choice.epoch                 # the registry's load the choice was made in
-        self.context_of = choice.backend.cache_context   # its backend's cache_context(), bound once
+        # its backend's cache_context(), bound once; None where the plan runs the same under any
+        self.context_of = None if getattr(plan, "context_free", False) else choice.backend.cache_context
         self.context = context                    # what cache_context() said when the plan was fetched
         self.key = key                            # the plan-cache key
         self.generation = generation              # plan_cache.generation before the plan was fetched
@@ -329,6 +330,7 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     ready = known.ready
     if (ready is None or ready.asked != asked
             or (ready.epoch != registry.epoch if ready.settled else not ready.holds())   # Choice.holds
-            or ready.context_of() != ready.context or not plan_cache.touch(ready.key, ready.generation)):
+            or (ready.context_of is not None and ready.context_of() != ready.context)
+            or not plan_cache.touch(ready.key, ready.generation)):
         ready = known.ready = _ready(known.problem, asked)
     ready.launch_bound(ready.bind(arrays))

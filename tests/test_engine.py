@@ -12,6 +12,7 @@ import weakref
 from pathlib import Path
 
 import ml_dtypes
+import numba
 import numpy as np
 import pytest
 
@@ -339,7 +340,7 @@ def test_selection_order(plugin, monkeypatch):
 
 def test_repeated_calls_see_every_change_that_decides_the_plan(plugin, monkeypatch, fresh_cache):
     """A one-shot call reuses the plan its signature ran last only while nothing
-    that chose it changed: the selection inputs, availability, the thread count."""
+    that chose it changed: the selection inputs, availability (the thread count: the next test)."""
     numba_backend = padloss.dispatch.registry.backends()["numba"]
     # numba's availability is fixed (a settled choice asks it nothing again: the next
     # test); declared not fixed here, it stands for a backend whose availability changes
@@ -369,16 +370,32 @@ def test_repeated_calls_see_every_change_that_decides_the_plan(plugin, monkeypat
     monkeypatch.undo()
     monkeypatch.syspath_prepend(str(PLUGIN_DIR))
     assert run() == "numba"                       # available again: it wins again
-    misses = fresh_cache.misses
-    import numba
 
-    if numba.config.NUMBA_NUM_THREADS > 1:
-        numba.set_num_threads(1)
-        try:
-            run()
-            assert fresh_cache.misses == misses + 1   # a plan for one thread
-        finally:
-            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one thread: no other count to set")
+def test_the_thread_count_decides_a_threaded_plan_and_no_serial_one(fresh_cache):
+    """A one-shot call reruns its last plan only while the thread count it was planned for
+    holds, where the plan is threaded; a serial plan (``context_free``) runs the same under
+    any count, so it stays."""
+    rng = np.random.default_rng(0)
+    calls = [_pad_call(rng, np.float32, shape, (1, 1, 1, 1)) for shape in ((1, 2, 4, 4), (1, 2, 128, 128))]
+
+    def run(go, x, p):
+        out = padloss.circular_pad2d_backward(go, x, p)
+        np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, x.shape, p)))
+
+    for call in calls:
+        run(*call)
+        run(*call)
+    assert fresh_cache.misses == 2
+    numba.set_num_threads(1)
+    try:
+        run(*calls[0])
+        assert fresh_cache.misses == 2            # serial: the same plan
+        run(*calls[1])
+        assert fresh_cache.misses == 3            # threaded: a plan for one thread
+    finally:
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
 def test_a_settled_choice_asks_no_backend_again(monkeypatch, fresh_cache):

@@ -158,6 +158,7 @@ class L1LossBackwardPlan:
         coef = mean_coefficient(shape, compute_dtype(promoted)) if reduction == 1 else compute(1.0)
         self._flatten = tuple(_flattener(m) for m in metas)
         self._parallel = problem.output.size >= PARALLEL_MIN_ELEMENTS
+        self.context_free = not self._parallel   # a serial run uses no threads
         chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1
         # a row longer than a chunk's share is cut into blocks, so one long row still splits
         block = max(1, min(MAX_BLOCK, -(-dims[-1] // chunks)))
@@ -212,6 +213,7 @@ class OpApiL1Plan:
         self._promoted = promoted_dtype(m.dtype for m in metas[:-1])
         staged = TensorMeta(self._promoted, out.shape, _c_strides(out.shape))
         self._inner = L1LossBackwardPlan(problem._replace(tensors=(*metas[:-1], staged)), threads)
+        self.context_free = self._inner.context_free
         self.workspace_size = math.prod(out.shape) * _storage(staged).itemsize
 
     def bind(self, buffers: tuple) -> tuple:

@@ -89,6 +89,7 @@ class Arch35PadPlan:
         self._view = STORAGE_VIEW.get(grad_input.dtype)      # float16/bfloat16 travel as uint16 bits
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_input.size >= PARALLEL_MIN_ELEMENTS
+        self.context_free = not self._parallel   # a serial run uses no threads
         self._pads = np.array([top, left, bottom, right], np.int64)
         self._kernel = _kernel(kind, self._parallel)
 

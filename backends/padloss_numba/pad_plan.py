@@ -132,6 +132,7 @@ class CircularPadPlan:
         self._view = STORAGE_VIEW.get(grad_input.dtype)   # float16/bfloat16 travel as uint16 bits
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
+        self.context_free = not self._parallel   # a serial run uses no threads
         layout = "C" if c_contiguous(grad_output) and c_contiguous(grad_input) else "A"
         out_nbytes = grad_input.size * _ELEMENT[kind].bitwidth // 8
         self.streams = streams(kind, out_nbytes, self._parallel, layout == "C")   # past the caches
