@@ -140,6 +140,8 @@ def _grad_output_array(grad_output: Any, self: Any, target: Any) -> Any:
     """A NumPy scalar grad_output as its 0-d array, and a Python float or int as the
     0-d array of scalar_dtype() where self and target are NumPy arrays: the forms the
     fast path can key on (padloss.fastpath). Anything else is left to validation."""
+    if type(grad_output) is np.ndarray:   # the common case, asked first
+        return grad_output
     if isinstance(grad_output, np.generic):
         return np.asarray(grad_output)
     if type(grad_output) in PYTHON_SCALARS and type(self) is np.ndarray and type(target) is np.ndarray:
