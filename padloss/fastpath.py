@@ -95,48 +95,42 @@ class Known:
         return np.empty(*self._output)
 
 
-_SIGNATURE = """
-def signature(arrays, params, target):
+# What both functions below start with: the target's name, and None for a call that has no
+# signature (an argument not a plain ndarray, the op's parameters not known exactly).
+_ARGUMENTS = """
     if target is None:
         target = settings.target
     if params is None or type(target) is not str:
         return None
     {names}, = arrays
     if {not_plain}:
-        return None
+        return None"""
+
+_SIGNATURE = """
+def signature(arrays, params, target):""" + _ARGUMENTS + """
     return params, target, {metadata}
 """
 
 # find(): the last signature found compared field by field (no key built, no hash: the dtypes'
 # hash is the dearest part of one), the last array's shape first (where repeated calls of
-# other sizes differ soonest); then the dict.
+# other sizes differ soonest); then the dict (``known_get``), and what it finds becomes the last.
 _FIND = """
-def make_find(calls):
-    known_get = calls._known.get
-    def find(arrays, params, target):
-        if target is None:
-            target = settings.target
-        if params is None or type(target) is not str:
-            return None
-        {names}, = arrays
-        if {not_plain}:
-            return None
-        p, t, {last_fields}, known = calls.last
-        if params == p and target is t and {same}:
-            return known
-        key = params, target, {metadata}
-        known = known_get(key)
-        if known is not None:
-            calls.last = *key, known
+def find(arrays, params, target):""" + _ARGUMENTS + """
+    p, t, {last_fields}, known = calls.last
+    if params == p and target is t and {same}:
         return known
-    return find
+    key = params, target, {metadata}
+    known = known_get(key)
+    if known is not None:
+        calls.last = *key, known
+    return known
 """
 
 
-def _written_out(template: str, count: int) -> dict:
-    """``template`` written out for ``count`` arrays and run (a fixed template, no outside
-    text), the way collections.namedtuple writes its methods: one tuple or one chain of
-    tests with no loop (docs/performance.md, "Tiny calls and autograd")."""
+def _written_out(template: str, count: int, **scope) -> dict:
+    """``template`` written out for ``count`` arrays and run in ``scope`` (a fixed template,
+    no outside text), the way collections.namedtuple writes its methods: one tuple or one
+    chain of tests with no loop (docs/performance.md, "Tiny calls and autograd")."""
     names = [f"a{i}" for i in range(count)]
     fields = [(f"{n}.dtype", f"{n}.shape", f"{n}.strides") for n in names]
     last = [(f"d{i}", f"s{i}", f"t{i}") for i in range(count)]
@@ -147,7 +141,7 @@ def _written_out(template: str, count: int) -> dict:
                              metadata=", ".join(", ".join(f) for f in fields),
                              last_fields=", ".join(", ".join(f) for f in last),
                              same=" and ".join(same))
-    scope = {"settings": _settings, "ndarray": np.ndarray}
+    scope.update(settings=_settings, ndarray=np.ndarray)
     exec(source, scope)   # noqa: S102
     return scope
 
@@ -173,7 +167,8 @@ class ValidatedCalls:
         self._known: dict[Hashable, Known] = {}
         # (*key, Known) of the last signature found; at first one no call matches (its params None)
         self.last = (None,) * (3 + 3 * count)
-        self.find: Callable[[tuple, Any, Any], Known | None] = _written_out(_FIND, count)["make_find"](self)
+        self.find: Callable[[tuple, Any, Any], Known | None] = _written_out(
+            _FIND, count, calls=self, known_get=self._known.get)["find"]
 
     def remember(self, key: tuple | None, problem: Problem) -> Known:
         """The new entry (kept only where the signature is known exactly: ``key`` not None)."""
