@@ -113,7 +113,8 @@ def signature(arrays, params, target):""" + _ARGUMENTS + """
 
 # find(): the last signature found compared field by field (no key built, no hash: the dtypes'
 # hash is the dearest part of one), the last array's shape first (where repeated calls of
-# other sizes differ soonest); then the dict (``known_get``), and what it finds becomes the last.
+# other sizes differ soonest), the target and the dtypes by identity (an equal one that is
+# another object goes on); then the dict (``known_get``), and what it finds becomes the last.
 _FIND = """
 def find(arrays, params, target):""" + _ARGUMENTS + """
     p, t, {last_fields}, known = calls.last
