@@ -36,14 +36,18 @@ def test_corners_collect_four_terms():
 
 
 def test_two_phase_form_and_repeat_runs():
+    from padloss_numba.pad_kernel import ROW_STACK_BYTES
+
     rng = np.random.default_rng(1)
-    go = rng.standard_normal((2, 3, 8, 9)).astype(np.float32)
-    gi = np.full((2, 3, 6, 5), np.nan, np.float32)
+    width = ROW_STACK_BYTES // 4 + 1           # W' float32 sums past the kernel's stack row
+    go = rng.standard_normal((1, 1, 8, width + 4)).astype(np.float32)
+    gi = np.full((1, 1, 6, width), np.nan, np.float32)
     ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, gi, (2, 2, 1, 1), gi)
-    assert ws == ex.workspace_size == 9 * 4  # one float32 row buffer of W' = 9 (serial: tiny problem)
-    assert np.isnan(gi).all()              # phase 1 writes nothing
-    with pytest.raises(padloss.InvalidArgumentError, match="holds 35 bytes; this plan needs 36"):
-        ex.run(workspace=np.empty(35, np.uint8))
+    row = (width + 4) * 4
+    assert ws == ex.workspace_size == row      # one float32 row buffer of W' (serial: small problem)
+    assert np.isnan(gi).all()                  # phase 1 writes nothing
+    with pytest.raises(padloss.InvalidArgumentError, match=f"holds {row - 1} bytes; this plan needs {row}"):
+        ex.run(workspace=np.empty(row - 1, np.uint8))
     assert np.isnan(gi).all()
     assert ex.run(workspace=np.empty(ws, np.uint8)) is gi
     np.testing.assert_array_equal(bits(gi),
@@ -296,10 +300,36 @@ def test_channels_last_rows_fold_as_rows_of_pixels():
         ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")
         plan = ex._plan
         assert plan._channels == channels
-        if channels > 1:   # (crop, kept, before, after) of the width, times C; a W' * C row buffer
-            assert list(plan._axes[4:8]) == [0, 5 * 4, 2 * 4, 1 * 4] and ws == 8 * 4 * 4
+        if channels > 1:   # (crop, kept, before, after) of the width, times C
+            assert list(plan._axes[4:8]) == [0, 5 * 4, 2 * 4, 1 * 4] and ws == 0   # a row on the stack
             assert ex._bound[0].shape == (2, 1, 10, 8 * 4) and ex._bound[0].flags.c_contiguous
             assert plan._kernel is pad_plan._kernel(F32, False, "C")[0]
+        ex.run()
+        np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("np_dtype", [np.float32, np.float64])
+def test_row_buffers_past_the_stack_row_take_the_workspace(layout, np_dtype):
+    """A chunk's row buffer of W' sums (W' * C for channels-last rows of pixels) lives on the
+    kernel's stack up to pad_kernel.ROW_STACK_BYTES, and the plan needs no workspace;
+    one pixel more and each chunk's row is in the workspace. Serial and threaded plans, on
+    either side of the limit, give the reference's bits."""
+    from padloss_numba.pad_kernel import AXES, ROW_STACK_BYTES
+
+    size = np.dtype(np_dtype).itemsize
+    channels = 3 if layout == "channels_last" else 1
+    most = ROW_STACK_BYTES // size // channels          # W' of the longest row on the stack
+    pads = (2, 1, 1, 1)
+    for padded, planes in ((most, 1), (most + 1, 1), (most + 1, 16)):
+        shape = (planes, channels, 3, padded - 3)
+        go = with_layout(np.random.default_rng(padded).standard_normal(
+            (planes, channels, 5, padded)).astype(np_dtype), layout)
+        out = with_layout(np.zeros(shape, np_dtype), layout)
+        ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")
+        row = padded * channels * size
+        assert ws == (0 if padded == most else ex._plan._axes[AXES.chunks] * row)
+        assert ex._plan._parallel == (planes > 1)
         ex.run()
         np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
 

@@ -21,8 +21,12 @@ from layouts import bits
 from padloss import reference
 from padloss.dispatch import registry
 from padloss.plan_cache import PlanCache
+from padloss_numba.pad_kernel import ROW_STACK_BYTES
 
 PLUGIN_DIR = Path(__file__).parent / "plugin_fixture"
+# A float32 width whose pad row buffer (W' float32 sums) is past the kernel's stack row: the
+# plans of such rows need a workspace (padloss_numba.pad_plan), the executor's to check.
+WIDE = ROW_STACK_BYTES // 4 + 1
 
 
 @pytest.fixture
@@ -105,7 +109,7 @@ def test_one_shot_calls_reuse_a_spare_workspace_but_never_share_one(monkeypatch)
     (padloss.fastpath.run_once); two runs at once each have their own."""
     from padloss_numba import pad_plan
 
-    go, x, pads = _pad_call(np.random.default_rng(3), np.float32, (2, 3, 6, 5), (2, 1, 1, 2))
+    go, x, pads = _pad_call(np.random.default_rng(3), np.float32, (1, 1, 3, WIDE), (2, 1, 1, 2))
     want = bits(reference.circular_pad2d_backward(go, x.shape, pads))
     workspaces, together = [], threading.Barrier(2, timeout=30)
     original = pad_plan.CircularPadPlan.run
@@ -283,7 +287,7 @@ def test_executor_rejects_other_metadata_and_writes_nothing(name, bad, words):
 
 
 def test_executor_rejects_unknown_buffer_and_short_workspace():
-    go, x, p = _pad_call(np.random.default_rng(2), np.float32, (1, 1, 4, 4), (1, 1, 1, 1))
+    go, x, p = _pad_call(np.random.default_rng(2), np.float32, (1, 1, 4, WIDE), (1, 1, 1, 1))
     ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, x, p, np.empty_like(x))
     with pytest.raises(TypeError, match="unexpected buffer 'self'"):
         ex.run(self=x)
@@ -295,7 +299,7 @@ def test_executor_rejects_unknown_buffer_and_short_workspace():
 def test_executor_rejects_a_workspace_sharing_memory_with_a_buffer(shared):
     """The kernels write their scratch while they read and write the buffers (and the
     Numba bodies are compiled on the promise that nothing overlaps): refused, unwritten."""
-    go, x, p = _pad_call(np.random.default_rng(3), np.float32, (1, 2, 8, 8), (1, 1, 1, 1))
+    go, x, p = _pad_call(np.random.default_rng(3), np.float32, (1, 1, 4, WIDE), (1, 1, 1, 1))
     gi = np.full(x.shape, 7, np.float32)
     ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, x, p, gi)
     buffer = {"grad_output": go, "grad_input": gi}[shared]
@@ -664,14 +668,14 @@ def test_slots_name_the_fields_a_plan_packs_and_a_kernel_reads():
         slots.pack(dims=(7, 8), block=2, body=0)
     with pytest.raises(TypeError, match="fields"):
         slots.pack(dims=(7, 8, 9), block=2)
-    assert NEST.size == 5 * RANK + 7 and (AXES.width, AXES.body, AXES.size) == (4, 8, 11)
+    assert NEST.size == 5 * RANK + 7 and (AXES.width, AXES.body, AXES.size) == (4, 8, 12)
 
 
 def test_an_executor_reuses_its_workspace_between_runs_and_never_shares_one():
     """run() with no workspace takes a spare of the executor's own, gives it back after,
     and a run that finds none (another run holds it) gets a new one: same bits each time."""
-    go = np.arange(2 * 3 * 14 * 14, dtype=np.float32).reshape(2, 3, 14, 14)
-    gi = np.empty((2, 3, 8, 8), np.float32)
+    go = np.arange(10 * (WIDE + 6), dtype=np.float32).reshape(1, 1, 10, WIDE + 6)
+    gi = np.empty((1, 1, 4, WIDE), np.float32)
     ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, gi, [3, 3, 3, 3], gi)
     want = reference.circular_pad2d_backward(go, gi.shape, (3, 3, 3, 3))
     assert ws > 0

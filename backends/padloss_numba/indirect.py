@@ -92,7 +92,10 @@ def stack_array(typingctx, like, nbytes):
         element = context.get_data_type(like.dtype)
         size = context.get_abi_sizeof(element)
         count = nbytes.literal_value // size
-        buffer = cgutils.alloca_once(builder, ir.ArrayType(element, count))   # in the entry block
+        # in the entry block, as whole lines: LLVM's passes take seconds over an alloca of
+        # thousands of bytes (an 8 KiB row buffer: 2.5 s), and none over one of 128 lines
+        line = ir.VectorType(ir.IntType(8), STACK_ALIGN)
+        buffer = cgutils.alloca_once(builder, ir.ArrayType(line, -(-nbytes.literal_value // STACK_ALIGN)))
         buffer.align = STACK_ALIGN
         intp = context.get_value_type(types.intp)
         array = context.make_array(array_type)(context, builder)

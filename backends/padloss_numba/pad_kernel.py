@@ -25,8 +25,9 @@ with fewer values spilled. Kernels are compiled without Numba's reference-counti
 runtime (``_nrt=False``): with it, every view handed to an inlined helper paid
 atomic reference-count updates, which dominated small tensors (docs/performance.md,
 "Pad kernel").
-So the kernel allocates nothing; its row buffers come from the caller's
-workspace (one per chunk of rows, ``W'`` elements each, as pad_plan sizes it).
+So the kernel allocates nothing on the heap; its row buffers (one per chunk of
+rows, ``W'`` elements each, as pad_plan sizes them) are on the entry's stack up to
+``ROW_STACK_BYTES``, longer ones in the caller's workspace.
 
 ``chunk_body(kind)`` instantiates the source for one storage kind
 (float16/bfloat16 arrive as uint16 bits), a closure constant that Numba folds
@@ -47,7 +48,7 @@ from padloss import rules
 from . import nontemporal
 from .building import jit, with_globals
 from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_even, store_sum_half_away
-from .indirect import buffer_row, call_body
+from .indirect import buffer_row, call_body, stack_array
 from .nontemporal import LINE, address, fence, item_bytes, lead_in, prefetch, stream_lines
 from .numba_internals import BodyCompiler
 from .scalars import greater, lesser, rarely
@@ -378,10 +379,15 @@ def accumulator_dtype(kind: int):
     return np.float64 if kind == F64 else np.float32
 
 
-AXES = Slots(height=4, width=4, body=1, chunks=1, streamed_rows=1)
+AXES = Slots(height=4, width=4, body=1, chunks=1, streamed_rows=1, row_on_stack=1)
 """The geometry a plan packs (see make_kernel): (crop, kept, before, after) of each axis."""
 HEIGHT, WIDTH, BODY, CHUNKS = AXES.height, AXES.width, AXES.body, AXES.chunks
-STREAMED_ROWS = AXES.streamed_rows
+STREAMED_ROWS, ROW_ON_STACK = AXES.streamed_rows, AXES.row_on_stack
+
+# A piece's row buffer up to this size lives on the entry's stack, not in the workspace
+# (``row_on_stack``): a plan with no workspace runs without one taken and given back
+# (docs/performance.md, "Tiny calls and autograd"). Rows of 2048 float32 accumulators.
+ROW_STACK_BYTES = 8192
 
 
 def make_kernel(kind: int, parallel: bool):
@@ -392,20 +398,24 @@ def make_kernel(kind: int, parallel: bool):
 
     Arrays are 4-D (N, C, H', W') and (N, C, H, W); ``axes`` is :data:`AXES` packed:
     (crop, kept, before, after) of padloss.geometry.CircularAxis for the height, then
-    for the width, the body's address, the number of pieces and the address of
-    ``streamed_rows`` for these planes, or 0 (padloss_numba.slots says why one array);
-    ``workspace`` is 8-byte-aligned uint8 holding one row of W'
-    accumulators per piece. The caller picks the pieces from the thread count:
-    reading it inside a kernel makes Numba refuse to cache it on disk.
+    for the width, the body's address, the number of pieces, the address of
+    ``streamed_rows`` for these planes, or 0 (padloss_numba.slots says why one array),
+    and whether each piece's row buffer is on the stack; ``workspace`` is
+    8-byte-aligned uint8 holding one row of W' accumulators per piece, or is not read
+    (``row_on_stack``: a row of at most ROW_STACK_BYTES, which each piece takes on its
+    thread's stack and hands the body as its workspace). The caller picks the pieces
+    from the thread count: reading it inside a kernel makes Numba refuse to cache it on disk.
     """
     if parallel:
         def kernel(go, gi, axes, workspace):
             chunks = axes[CHUNKS]
             for chunk in prange(chunks):
-                call_body(axes[BODY], (go, gi, axes, workspace, np.int64(chunk), chunks))
+                rows = stack_array(workspace, ROW_STACK_BYTES) if axes[ROW_ON_STACK] else workspace
+                call_body(axes[BODY], (go, gi, axes, rows, np.int64(chunk), chunks))
     else:
         def kernel(go, gi, axes, workspace):
-            call_body(axes[BODY], (go, gi, axes, workspace, np.int64(0), np.int64(1)))
+            rows = stack_array(workspace, ROW_STACK_BYTES) if axes[ROW_ON_STACK] else workspace
+            call_body(axes[BODY], (go, gi, axes, rows, np.int64(0), np.int64(1)))
 
     return jit(parallel=parallel, _nrt=False)(kernel)
 
@@ -459,7 +469,8 @@ def streamed_rows(kind: int):
 @functools.lru_cache(maxsize=None)
 def chunk_body(kind: int):
     """``body(grad_output, grad_input, axes, workspace, chunk, chunks)``: the rows of
-    piece ``chunk`` of ``chunks``, with workspace row ``chunk`` as its row buffer; where
+    piece ``chunk`` of ``chunks``, with workspace row ``chunk`` as its row buffer (row 0
+    where the entry handed it its own row on the stack, ``axes[ROW_ON_STACK]``); where
     ``axes[STREAMED_ROWS]`` is not 0, the rows with no partner rows that fold in windows
     stream their centres through that compiled ``streamed_rows``, which it calls first.
     Compiled once per storage kind and layout and called by address from both entry
@@ -474,7 +485,7 @@ def chunk_body(kind: int):
         n_chan, height, width = gi.shape[1], gi.shape[2], go.shape[3]
         rows = gi.shape[0] * n_chan * height
         first, end = chunk * rows // chunks, (chunk + 1) * rows // chunks
-        acc = buffer_row(workspace, acc_dtype, chunk, width)
+        acc = buffer_row(workspace, acc_dtype, 0 if axes[ROW_ON_STACK] else chunk, width)   # make_kernel
         for plane in range(first // height, (end + height - 1) // height):
             n, ch = divmod(plane, n_chan)
             src, out = go[n, ch], gi[n, ch]               # one view per plane, not per row

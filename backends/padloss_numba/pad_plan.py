@@ -16,6 +16,7 @@ from .indirect import compile_called, compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
 from .pad_kernel import (
     AXES,
+    ROW_STACK_BYTES,
     STREAMED_GEOMETRY,
     accumulator_dtype,
     chunk_body,
@@ -109,6 +110,9 @@ def _streamed_rows(kind: int, layout: str) -> int:
     return compiled
 
 
+# The workspace argument of a plan whose row buffers are on the kernel's stack.
+NO_WORKSPACE = np.empty(0, np.uint8)
+
 # Row chunks per thread: enough to balance uneven chunks (band rows cost ~3x a copy).
 CHUNKS_PER_THREAD = 4
 
@@ -116,9 +120,11 @@ CHUNKS_PER_THREAD = 4
 class CircularPadPlan:
     """Geometry and kernel for one Problem; ``bind`` views the buffers, ``run`` launches.
 
-    The workspace holds one float32 (float64) row buffer of W' elements per
-    chunk of rows (W'*C for channels-last rows of pixels): the sums of wrapped
-    rows, before the column fold.
+    Each chunk of rows has a float32 (float64) row buffer of W' elements (W'*C for
+    channels-last rows of pixels): the sums of wrapped rows, before the column fold.
+    Rows of up to pad_kernel.ROW_STACK_BYTES live on the kernel's stack, and the plan
+    needs no workspace (each run would otherwise take one and give it back); the
+    workspace holds longer ones, one per chunk.
     """
 
     def __init__(self, problem: Problem, threads: int):
@@ -142,9 +148,11 @@ class CircularPadPlan:
         chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
         w_axes = [self._channels * n for n in (w.crop, w.kept, w.before, w.after)]
         rows_address = _streamed_rows(kind, layout) if self.streams else 0   # 0: the body folds them
+        row_bytes = w.padded * self._channels * np.dtype(accumulator_dtype(kind)).itemsize
+        self._row_on_stack = row_bytes <= ROW_STACK_BYTES
         self._axes = AXES.pack(height=(h.crop, h.kept, h.before, h.after), width=w_axes, body=body,
-                               chunks=chunks, streamed_rows=rows_address)
-        self.workspace_size = chunks * w.padded * self._channels * np.dtype(accumulator_dtype(kind)).itemsize
+                               chunks=chunks, streamed_rows=rows_address, row_on_stack=self._row_on_stack)
+        self.workspace_size = 0 if self._row_on_stack else chunks * row_bytes
 
     def bind(self, buffers: tuple) -> tuple:
         """The kernel's arrays for these buffers, once per binding (an Executor's runs
@@ -159,8 +167,10 @@ class CircularPadPlan:
             go, gi = _rows_of_pixels(go), _rows_of_pixels(gi)
         return go, gi
 
-    def run(self, arrays: tuple, workspace: np.ndarray, stream) -> None:
+    def run(self, arrays: tuple, workspace: np.ndarray | None, stream) -> None:
         go, gi = arrays
+        if self._row_on_stack:
+            workspace = NO_WORKSPACE   # the kernel's rows are on its stack; it reads none
         if self._parallel:
             launch_parallel(self._kernel, go, gi, self._axes, workspace)
         else:
