@@ -321,7 +321,7 @@ def test_row_buffers_past_the_stack_row_take_the_workspace(layout, np_dtype):
     channels = 3 if layout == "channels_last" else 1
     most = ROW_STACK_BYTES // size // channels          # W' of the longest row on the stack
     pads = (2, 1, 1, 1)
-    for padded, planes in ((most, 1), (most + 1, 1), (most + 1, 16)):
+    for padded, planes in ((most, 1), (most + 1, 1), (most, 16), (most + 1, 16)):
         shape = (planes, channels, 3, padded - 3)
         go = with_layout(np.random.default_rng(padded).standard_normal(
             (planes, channels, 5, padded)).astype(np_dtype), layout)
