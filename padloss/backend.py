@@ -29,7 +29,12 @@ class Plan(Protocol):
 
         A plan may also set ``context_free`` True where it runs the same under any of its
         backend's ``cache_context()`` (a serial Numba plan uses no threads): a one-shot
-        call that reruns it then does not ask for the context (padloss.fastpath)."""
+        call that reruns it then does not ask for the context (padloss.fastpath).
+
+        A plan with no workspace may have ``launcher(bound)``, returning a callable of no
+        arguments that does what ``run(bound, None, None)`` does, its per-run choices made
+        once (None where it cannot): an executor's repeated ``run()`` of the same buffers
+        calls it (padloss.executor)."""
 
 
 class Backend:

@@ -671,6 +671,46 @@ def test_slots_name_the_fields_a_plan_packs_and_a_kernel_reads():
     assert NEST.size == 5 * RANK + 7 and (AXES.width, AXES.body, AXES.size) == (4, 8, 12)
 
 
+@pytest.mark.parametrize("op", ["pad", "l1"])
+def test_an_executor_reruns_its_buffers_as_one_call_and_new_buffers_bind_anew(op):
+    """A plan with no workspace runs the bound buffers again as its launcher's one call,
+    made by the first run() of them; a run with new buffers binds those, and the next
+    run() writes them, never the old ones; a plan that needs a workspace never launches so."""
+    rng = np.random.default_rng(4)
+    gi = np.full((2, 3, 6, 5), np.nan, np.float32)
+    if op == "pad":
+        go, x, p = _pad_call(rng, np.float32, gi.shape, (2, 1, 1, 2))
+        ws, ex = padloss.circular_pad2d_backward_get_workspace_size(go, x, p, gi)
+
+        def want(g):
+            return reference.circular_pad2d_backward(g, x.shape, p)
+    else:
+        go, x = (rng.standard_normal(gi.shape).astype(np.float32) for _ in range(2))
+        t = np.zeros(gi.shape, np.float32)
+        ws, ex = padloss.l1_loss_backward_get_workspace_size(go, x, t, "none", gi)
+
+        def want(g):
+            return reference.l1_loss_backward(g, x, t, "none")
+    assert ws == 0 and ex._launch is None
+    assert ex.run() is gi
+    launch = ex._launch
+    assert launch is not None
+    gi[...] = np.nan
+    assert ex.run() is gi and ex._launch is launch
+    np.testing.assert_array_equal(bits(gi), bits(want(go)))
+    go2, gi2 = rng.standard_normal(go.shape).astype(np.float32), np.full(x.shape, np.nan, np.float32)
+    assert ex.run(grad_output=go2, grad_input=gi2) is gi2 and ex._launch is None
+    gi[...] = gi2[...] = np.nan
+    assert ex.run() is gi2 and ex.run() is gi2 and ex._launch is not None
+    np.testing.assert_array_equal(bits(gi2), bits(want(go2)))
+    assert np.isnan(gi).all()
+    go3, x3, p3 = _pad_call(rng, np.float32, (1, 1, 4, WIDE), (1, 1, 1, 1))
+    ws, wide = padloss.circular_pad2d_backward_get_workspace_size(go3, x3, p3, x3)
+    wide.run()
+    wide.run()
+    assert ws > 0 and wide._launch is None
+
+
 def test_an_executor_reuses_its_workspace_between_runs_and_never_shares_one():
     """run() with no workspace takes a spare of the executor's own, gives it back after,
     and a run that finds none (another run holds it) gets a new one: same bits each time."""

@@ -28,7 +28,7 @@ from . import nontemporal, variants
 from .convert import STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_entry
 from .l1_kernel import INT, NEST, RANK, chunk_body, make_kernel
-from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
+from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel, launcher
 
 MAX_BLOCK = 1 << 18    # inner elements per work item, at most (shorter blocks streamed ~3% slower)
 CHUNKS_PER_THREAD = 2  # work pieces per thread (the work is uniform; 2 evens out a late start)
@@ -193,6 +193,10 @@ class L1LossBackwardPlan:
         self_, target = middle
         fixed, constants = (x(self_), t(target)), self._constants
         return lambda grad_output, out: (g(grad_output), *fixed, o(out), *constants)
+
+    def launcher(self, args: tuple):
+        """``run(args, None, None)`` as a call of no arguments (padloss.backend.Plan)."""
+        return launcher(self._kernel, self._parallel, args)
 
     def run(self, args: tuple, workspace, stream) -> None:
         if self._parallel:

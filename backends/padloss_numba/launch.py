@@ -9,6 +9,7 @@ run a serial twin of each kernel: a parallel region costs about 2 us to start.
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import numba
@@ -18,6 +19,15 @@ PARALLEL_MIN_ELEMENTS = 1 << 15
 
 _lock = threading.Lock()
 _serialize: bool | None = None   # None until the first parallel launch
+
+
+def launcher(kernel, parallel: bool, args: tuple):
+    """``kernel`` on ``args`` as a call of no arguments, in parallel (:func:`launch_parallel`)
+    or not: a plan's ``launcher`` (padloss.backend.Plan), a ``functools.partial``, which
+    calls with no Python frame of its own."""
+    if parallel:
+        return functools.partial(launch_parallel, kernel, *args)
+    return functools.partial(kernel, *args)
 
 
 def launch_parallel(kernel, *args) -> None:

@@ -19,7 +19,7 @@ from padloss.problem import Problem
 from . import variants
 from .building import jit, with_globals
 from .convert import STORAGE_CODE, STORAGE_VIEW, load, store_nearest_even
-from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
+from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel, launcher
 
 
 def _row_of(kind: int):
@@ -100,6 +100,11 @@ class Arch35PadPlan:
         if self._rank3:
             go, gi = go[None], gi[None]
         return go, gi
+
+    def launcher(self, arrays: tuple):
+        """``run(arrays, None, None)`` as a call of no arguments (padloss.backend.Plan)."""
+        go, gi = arrays
+        return launcher(self._kernel, self._parallel, (go, gi, self._pads))
 
     def run(self, arrays: tuple, workspace, stream) -> None:
         go, gi = arrays

@@ -13,7 +13,7 @@ from padloss.problem import Problem
 from . import variants
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_called, compile_entry
-from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel
+from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel, launcher
 from .pad_kernel import (
     AXES,
     ROW_STACK_BYTES,
@@ -166,6 +166,14 @@ class CircularPadPlan:
         if self._channels > 1:
             go, gi = _rows_of_pixels(go), _rows_of_pixels(gi)
         return go, gi
+
+    def launcher(self, arrays: tuple):
+        """``run(arrays, None, None)`` as a call of no arguments (padloss.backend.Plan), for a
+        plan whose rows are on the stack; None for one that needs a workspace."""
+        if not self._row_on_stack:
+            return None
+        go, gi = arrays
+        return launcher(self._kernel, self._parallel, (go, gi, self._axes, NO_WORKSPACE))
 
     def run(self, arrays: tuple, workspace: np.ndarray | None, stream) -> None:
         go, gi = arrays
