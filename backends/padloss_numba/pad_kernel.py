@@ -485,7 +485,8 @@ def chunk_body(kind: int):
         n_chan, height, width = gi.shape[1], gi.shape[2], go.shape[3]
         rows = gi.shape[0] * n_chan * height
         first, end = chunk * rows // chunks, (chunk + 1) * rows // chunks
-        acc = buffer_row(workspace, acc_dtype, 0 if axes[ROW_ON_STACK] else chunk, width)   # make_kernel
+        # the piece's row buffer: its workspace row, or the one row its entry put on the stack
+        acc = buffer_row(workspace, acc_dtype, 0 if axes[ROW_ON_STACK] else chunk, width)
         for plane in range(first // height, (end + height - 1) // height):
             n, ch = divmod(plane, n_chan)
             src, out = go[n, ch], gi[n, ch]               # one view per plane, not per row
