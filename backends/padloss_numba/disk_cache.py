@@ -125,6 +125,8 @@ def read_index(path, stamp: str | None = None) -> tuple[str, dict]:
     try:
         with open(path, "rb") as f:
             version = pickle.load(f)
+            if not isinstance(version, str):
+                return DAMAGED + f"not an index: it starts with a {type(version).__name__}", {}
             if version != numba.__version__:
                 return OTHER_NUMBA, {}
             found, overloads = pickle.loads(f.read())
@@ -186,12 +188,15 @@ class LockedIndex(numba_internals.IndexDataCacheFile):
         with self._locked(fcntl.LOCK_EX):
             super().save(key, data)
 
+    loaded_from = None   # the data file the last load read (GuardedCache names it if it does not rebuild)
+
     def load(self, key):
         """Numba's load, naming a data file that cannot be read (a miss: the save replaces it)."""
         with self._locked(fcntl.LOCK_SH):
             data_name = self._load_index().get(key)
             if data_name is None:
                 return None
+            self.loaded_from = self._data_path(data_name)
             try:
                 return self._load_data(data_name)
             except FileNotFoundError:   # removed while the index still names it
@@ -235,10 +240,13 @@ class GuardedCache(numba_internals.FunctionCache):
                       "machine code that loading runs (PADLOSS_CACHE_TRUSTED=1 trusts it); "
                       "kernels compile in memory", why)
             return None
+        files = self._cache_file
+        if isinstance(files, LockedIndex):
+            files.loaded_from = None
         try:
             return super().load_overload(sig, target_context)
-        except Exception as exc:   # a data file that unpickles but does not rebuild
-            _damaged(self._cache_file._index_path, _reason(exc),
+        except Exception as exc:   # a data file that unpickles but does not rebuild: named where known
+            _damaged(getattr(files, "loaded_from", None) or files._index_path, _reason(exc),
                      f"an entry for {sig} does not load: it compiles again and the entry is replaced")
             return None
 
