@@ -180,6 +180,33 @@ def test_touch_counts_a_kept_plan_only_while_the_cache_holds_it():
     assert cache.hits == 3
 
 
+def test_a_repeated_touch_of_the_newest_plan_takes_no_lock():
+    """The one-shot fast path's repeat (PlanCache.touch) skips the lock only where nothing
+    needs re-ordering: the newest plan, in the generation it was fetched in."""
+    cache = PlanCache(max_size=2)
+    generation = cache.generation
+    cache.get_or_build("a", lambda: "A")
+    cache.get_or_build("b", lambda: "B")
+    taken = []
+
+    class CountingLock:
+        def __init__(self, lock):
+            self._lock = lock
+
+        def acquire(self):
+            taken.append(True)
+            return self._lock.acquire()
+
+        def release(self):
+            self._lock.release()
+
+    cache._lock = CountingLock(cache._lock)
+    assert cache.touch("b", generation) and taken == []                   # "b" is the newest
+    assert cache.touch("a", generation) and len(taken) == 1               # "a" re-ordered, locked
+    assert cache.touch("a", generation) and len(taken) == 1               # now the newest
+    assert cache.hits == 3
+
+
 def test_plan_keeps_no_user_array_alive(fresh_cache):
     go, x, p = _pad_call(np.random.default_rng(0), np.float32, (2, 2, 5, 5), (1, 1, 1, 1))
     out = padloss.circular_pad2d_backward(go, x, p)
