@@ -334,6 +334,31 @@ def test_row_buffers_past_the_stack_row_take_the_workspace(layout, np_dtype):
         np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
 
 
+
+def test_a_stack_array_is_line_aligned_and_left_unfilled():
+    """indirect.stack_array (the pad's row on the stack, L1's stage) allocates in the
+    function's entry block, line-aligned, and writes nothing there: Numba's own
+    cgutils.alloca_once zero-fills what it allocates, an 8 KiB memset on every call of
+    the pad's entry, for a row that every piece writes before it reads."""
+    from numba import njit
+
+    from padloss_numba.indirect import STACK_ALIGN, stack_array
+
+    @njit(_nrt=False, cache=False)
+    def stored_then_read(like, i, j, value):
+        row = stack_array(like, 4096)
+        row[i] = value
+        return row[j]
+
+    assert stored_then_read(np.zeros(1, np.float32), 7, 7, np.float32(1.5)) == 1.5
+    ir = stored_then_read.inspect_llvm(stored_then_read.signatures[0])
+    own, = [f for f in ir.split("\ndefine ")[1:] if "stored_then_read" in f.split("(")[0]
+            and "@_ZN7cpython" not in f.split("(")[0] and "@cfunc" not in f.split("(")[0]]
+    body = own[:own.index("\n}")]                      # the function itself, not its wrappers
+    allocas = [line for line in body.splitlines() if " alloca " in line]
+    assert len(allocas) == 1 and allocas[0].endswith(f"alloca [64 x <64 x i8>], align {STACK_ALIGN}"), allocas
+    assert "memset" not in body and "zeroinitializer" not in body
+
 def test_layouts_add_no_compiled_variant():
     """Contiguous, strided, channels-last, read-only, broadcast and Fortran-ordered
     buffers all run one of two kernels per dtype and threading mode, the

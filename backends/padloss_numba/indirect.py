@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils, errors
+from numba.core import errors
 from numba.extending import intrinsic
 
 from .numba_internals import body_address, inliner_copies_less
@@ -93,9 +93,12 @@ def stack_array(typingctx, like, nbytes):
         size = context.get_abi_sizeof(element)
         count = nbytes.literal_value // size
         # in the entry block, as whole lines: LLVM's passes take seconds over an alloca of
-        # thousands of bytes (an 8 KiB row buffer: 2.5 s), and none over one of 128 lines
+        # thousands of bytes (an 8 KiB row buffer: 2.5 s), and none over one of 128 lines;
+        # not cgutils.alloca_once, which zero-fills what it allocates: a memset of the whole
+        # buffer on every call
         line = ir.VectorType(ir.IntType(8), STACK_ALIGN)
-        buffer = cgutils.alloca_once(builder, ir.ArrayType(line, -(-nbytes.literal_value // STACK_ALIGN)))
+        with builder.goto_entry_block():
+            buffer = builder.alloca(ir.ArrayType(line, -(-nbytes.literal_value // STACK_ALIGN)))
         buffer.align = STACK_ALIGN
         intp = context.get_value_type(types.intp)
         array = context.make_array(array_type)(context, builder)
