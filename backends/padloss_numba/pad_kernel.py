@@ -78,11 +78,14 @@ def _fill_zero(dst, r, start, n, out_kind):
         dst[r, np.uint64(start + i)] = zero
 
 
-# Copies of at least this many bytes run as a vector loop, shorter ones as memcpy.
-# LLVM turns a plain copy loop into a memcpy call: for a short row that is a few
-# vector moves, better than a loop whose unrolled body (64 elements) it never enters;
-# for long rows the call is slower (docs/performance.md, "Pad kernel").
+# Copies of at least COPY_LOOP_MIN_BYTES run as a vector loop, and so do those shorter than a
+# line (their loop's scalar tail alone); the others as memcpy. LLVM turns a plain copy loop
+# into a memcpy call: for a row of a few vector moves, better than a loop whose unrolled body
+# (64 elements) it never enters; for long rows the call is slower, and for a few elements
+# the call, with the registers the caller saves around it, costs more than their moves
+# (docs/performance.md, "Pad kernel").
 COPY_LOOP_MIN_BYTES = 384
+COPY_CALL_MIN_BYTES = 64
 
 
 # The helpers below take their operands as small tuples: a place in a 2-D plane is
@@ -111,7 +114,7 @@ def _sum1(dst, a, n, kinds):
         # One term read straight from storage is representable: every rounding
         # mode returns it unchanged, so its bits are copied (a signalling NaN is
         # not quieted; NaN payloads are not part of the contract).
-        if n * o.itemsize < COPY_LOOP_MIN_BYTES:
+        if COPY_CALL_MIN_BYTES <= n * o.itemsize < COPY_LOOP_MIN_BYTES:
             for i in range(n):
                 o[r, np.uint64(d + i)] = x[ra, np.uint64(ia + i)]
         else:
