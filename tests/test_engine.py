@@ -608,6 +608,20 @@ def _kernels():
             l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True), *stream.dispatchers()]
 
 
+
+def test_only_threaded_entries_release_the_gil():
+    """A serial entry (a problem below launch.PARALLEL_MIN_ELEMENTS) keeps the GIL while it
+    runs: released, each tiny call paid for taking it back, and waited for it while
+    another Python thread was busy (building.jit); threaded entries release it."""
+    from padloss_numba import l1_kernel, pad_arch35, pad_kernel, stream
+    from padloss_numba.convert import F16, F32
+
+    for parallel in (False, True):
+        for entry in (pad_kernel.make_kernel(F32, parallel), l1_kernel.make_kernel(parallel),
+                      pad_arch35._kernel(F16, parallel)):
+            assert entry.targetoptions["nogil"] is parallel, entry.py_func.__qualname__
+    assert stream.dispatchers()[0].targetoptions["nogil"]   # the ceiling's threaded stream
+
 def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
     """Numba keys a cached closure on its cells' pickles: a jitted function in a cell
     pickles with a fresh uuid in every process, so the kernel would compile again in

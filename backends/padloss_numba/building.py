@@ -26,12 +26,20 @@ def _named_for_its_variant(py_func):
 
 
 def jit(**options):
-    """``numba.njit`` for a padloss kernel: nogil, named for its variant, cached on disk
-    unless the ``numba_cache`` setting is off, its cache guarded and its entries locked
-    (padloss_numba.disk_cache)."""
+    """``numba.njit`` for a padloss kernel: named for its variant, cached on disk unless
+    the ``numba_cache`` setting is off, its cache guarded and its entries locked
+    (padloss_numba.disk_cache).
+
+    Only a threaded kernel (``parallel=True``) releases the GIL while it runs. A serial
+    entry runs a small problem (below launch.PARALLEL_MIN_ELEMENTS, microseconds), where
+    releasing it cost 0.085 us a call, and, with another Python thread busy, the call's
+    return waited for that thread to hand the GIL back: 220 us a tiny call against 1.5
+    holding it (docs/performance.md, "Tiny calls and autograd"). Bodies and the pieces
+    they call are called from compiled code only, where the GIL plays no part."""
     def decorate(py_func):
         named = _named_for_its_variant(py_func)
-        dispatcher = numba.njit(cache=disk_cache.ENABLED, nogil=True, **options)(named)
+        dispatcher = numba.njit(cache=disk_cache.ENABLED, nogil=options.get("parallel", False),
+                                **options)(named)
         if disk_cache.ENABLED:
             disk_cache.adopt(dispatcher)
         return dispatcher
