@@ -76,8 +76,8 @@ class PlanCache:
         (``max_size`` 0). Cheaper than :meth:`get` when the caller has the plan
         (the one-shot fast path, padloss.fastpath.run_once).
 
-        The newest plan (a repeated call's) is touched without the lock (its acquire and
-        release were a twentieth of a tiny call): it needs no re-ordering, and the two reads
+        The newest plan (a repeated call's) is touched without the lock (docs/performance.md,
+        "The newest plan touched without the lock"): it needs no re-ordering, and the two reads
         and the increment of an int attribute run no Python code and make no call, so
         CPython (3.10-3.13, with its GIL) switches threads nowhere among them: a concurrent
         removal came either before (the generation differs: the locked path says False)

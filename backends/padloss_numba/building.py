@@ -31,11 +31,11 @@ def jit(**options):
     (padloss_numba.disk_cache).
 
     Only a threaded kernel (``parallel=True``) releases the GIL while it runs. A serial
-    entry runs a small problem (below launch.PARALLEL_MIN_ELEMENTS, microseconds), where
-    releasing it cost 0.085 us a call, and, with another Python thread busy, the call's
-    return waited for that thread to hand the GIL back: 220 us a tiny call against 1.5
-    holding it (docs/performance.md, "Tiny calls and autograd"). Bodies and the pieces
-    they call are called from compiled code only, where the GIL plays no part."""
+    entry runs a small problem (below launch.PARALLEL_MIN_ELEMENTS, microseconds): the
+    release and retake would be a tenth of a tiny call, and with another Python thread
+    busy the call's return would wait for that thread to hand the GIL back
+    (docs/performance.md, "Serial entries keep the GIL"). Bodies and the pieces they call
+    are called from compiled code only, where the GIL plays no part."""
     def decorate(py_func):
         named = _named_for_its_variant(py_func)
         dispatcher = numba.njit(cache=disk_cache.ENABLED, nogil=options.get("parallel", False),
