@@ -28,7 +28,7 @@ from . import nontemporal, variants
 from .convert import STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_entry
 from .l1_kernel import INT, NEST, RANK, chunk_body, make_kernel
-from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel, launcher
+from .launch import PARALLEL_MIN_ELEMENTS, caller
 
 MAX_BLOCK = 1 << 18    # inner elements per work item, at most (shorter blocks streamed ~3% slower)
 CHUNKS_PER_THREAD = 2  # work pieces per thread (the work is uniform; 2 evens out a late start)
@@ -179,6 +179,7 @@ class L1LossBackwardPlan:
         exact = reduction != 1 and metas[0].dtype == metas[3].dtype
         self._kernel, nest[NEST.body] = _compiled_kernel(kinds, STORAGE_CODE[promoted], self._parallel, exact,
                                                     self.streams, signature)
+        self._call = caller(self._kernel, self._parallel)
 
     def bind(self, buffers: tuple) -> tuple:
         """The kernel's arguments for these buffers: their flat views, then the plan's."""
@@ -196,13 +197,10 @@ class L1LossBackwardPlan:
 
     def launcher(self, args: tuple):
         """``run(args, None, None)`` as a call of no arguments (padloss.backend.Plan)."""
-        return launcher(self._kernel, self._parallel, args)
+        return functools.partial(self._call, *args)
 
     def run(self, args: tuple, workspace, stream) -> None:
-        if self._parallel:
-            launch_parallel(self._kernel, *args)
-        else:
-            self._kernel(*args)
+        self._call(*args)
 
 
 

@@ -21,13 +21,13 @@ _lock = threading.Lock()
 _serialize: bool | None = None   # None until the first parallel launch
 
 
-def launcher(kernel, parallel: bool, args: tuple):
-    """``kernel`` on ``args`` as a call of no arguments, in parallel (:func:`launch_parallel`)
-    or not: a plan's ``launcher`` (padloss.backend.Plan), a ``functools.partial``, which
-    calls with no Python frame of its own."""
-    if parallel:
-        return functools.partial(launch_parallel, kernel, *args)
-    return functools.partial(kernel, *args)
+def caller(kernel, parallel: bool):
+    """``kernel`` as a plan calls it, chosen once: through :func:`launch_parallel` where it
+    runs threads (a ``functools.partial``, which calls with no Python frame of its own), else
+    itself. A plan's ``run`` calls it on the kernel's arguments, and its ``launcher``
+    (padloss.backend.Plan) is ``functools.partial(call, *args)``, which CPython flattens into
+    one partial."""
+    return functools.partial(launch_parallel, kernel) if parallel else kernel
 
 
 def launch_parallel(kernel, *args) -> None:

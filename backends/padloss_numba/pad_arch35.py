@@ -19,7 +19,7 @@ from padloss.problem import Problem
 from . import variants
 from .building import jit, with_globals
 from .convert import STORAGE_CODE, STORAGE_VIEW, load, store_nearest_even
-from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel, launcher
+from .launch import PARALLEL_MIN_ELEMENTS, caller
 
 
 def _row_of(kind: int):
@@ -92,6 +92,7 @@ class Arch35PadPlan:
         self.context_free = not self._parallel   # a serial run uses no threads
         self._pads = np.array([top, left, bottom, right], np.int64)
         self._kernel = _kernel(kind, self._parallel)
+        self._call = caller(self._kernel, self._parallel)
 
     def bind(self, buffers: tuple) -> tuple:
         go, gi = buffers
@@ -104,11 +105,8 @@ class Arch35PadPlan:
     def launcher(self, arrays: tuple):
         """``run(arrays, None, None)`` as a call of no arguments (padloss.backend.Plan)."""
         go, gi = arrays
-        return launcher(self._kernel, self._parallel, (go, gi, self._pads))
+        return functools.partial(self._call, go, gi, self._pads)
 
     def run(self, arrays: tuple, workspace, stream) -> None:
         go, gi = arrays
-        if self._parallel:
-            launch_parallel(self._kernel, go, gi, self._pads)
-        else:
-            self._kernel(go, gi, self._pads)
+        self._call(go, gi, self._pads)

@@ -13,7 +13,7 @@ from padloss.problem import Problem
 from . import variants
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
 from .indirect import compile_called, compile_entry
-from .launch import PARALLEL_MIN_ELEMENTS, launch_parallel, launcher
+from .launch import PARALLEL_MIN_ELEMENTS, caller
 from .pad_kernel import (
     AXES,
     ROW_STACK_BYTES,
@@ -143,6 +143,7 @@ class CircularPadPlan:
         out_nbytes = grad_input.size * _ELEMENT[kind].bitwidth // 8
         self.streams = streams(kind, out_nbytes, self._parallel, layout == "C")   # past the caches
         self._kernel, body = _kernel(kind, self._parallel, layout)
+        self._call = caller(self._kernel, self._parallel)
         rows = grad_input.size // width
         # pieces of the rows for the threads, each with a row buffer in the workspace
         chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
@@ -173,14 +174,11 @@ class CircularPadPlan:
         if not self._row_on_stack:
             return None
         go, gi = arrays
-        return launcher(self._kernel, self._parallel, (go, gi, self._axes, NO_WORKSPACE))
+        return functools.partial(self._call, go, gi, self._axes, NO_WORKSPACE)
 
     def run(self, arrays: tuple, workspace: np.ndarray | None, stream) -> None:
         go, gi = arrays
         if self._row_on_stack:
             workspace = NO_WORKSPACE   # the kernel's rows are on its stack; it reads none
-        if self._parallel:
-            launch_parallel(self._kernel, go, gi, self._axes, workspace)
-        else:
-            self._kernel(go, gi, self._axes, workspace)
+        self._call(go, gi, self._axes, workspace)
 
