@@ -334,7 +334,6 @@ def test_row_buffers_past_the_stack_row_take_the_workspace(layout, np_dtype):
         np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
 
 
-
 def test_a_stack_array_is_line_aligned_and_left_unfilled():
     """indirect.stack_array (the pad's row on the stack, L1's stage) allocates in the
     function's entry block, line-aligned, and writes nothing there: Numba's own
@@ -358,6 +357,7 @@ def test_a_stack_array_is_line_aligned_and_left_unfilled():
     allocas = [line for line in body.splitlines() if " alloca " in line]
     assert len(allocas) == 1 and allocas[0].endswith(f"alloca [64 x <64 x i8>], align {STACK_ALIGN}"), allocas
     assert "memset" not in body and "zeroinitializer" not in body
+
 
 def test_layouts_add_no_compiled_variant():
     """Contiguous, strided, channels-last, read-only, broadcast and Fortran-ordered

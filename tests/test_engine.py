@@ -608,7 +608,6 @@ def _kernels():
             l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True), *stream.dispatchers()]
 
 
-
 def test_only_threaded_entries_release_the_gil():
     """A serial entry (a problem below launch.PARALLEL_MIN_ELEMENTS) keeps the GIL while it
     runs: released, each tiny call paid for taking it back, and waited for it while
@@ -621,6 +620,7 @@ def test_only_threaded_entries_release_the_gil():
                       pad_arch35._kernel(F16, parallel)):
             assert entry.targetoptions["nogil"] is parallel, entry.py_func.__qualname__
     assert stream.dispatchers()[0].targetoptions["nogil"]   # the ceiling's threaded stream
+
 
 def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
     """Numba keys a cached closure on its cells' pickles: a jitted function in a cell
