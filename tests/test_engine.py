@@ -622,6 +622,38 @@ def test_only_threaded_entries_release_the_gil():
     assert stream.dispatchers()[0].targetoptions["nogil"]   # the ceiling's threaded stream
 
 
+def test_kernels_compile_with_the_collector_paused_and_leave_it_as_found():
+    """A body's compile makes Numba IR by the hundred thousand objects, whose collections
+    walked the whole process (building.collector_paused): both ways padloss compiles run
+    with Python's collector off, then leave it on or off as it was."""
+    from numba.core import event
+
+    from padloss_numba.indirect import compile_called, compile_entry
+
+    seen = []
+
+    class Collector(event.Listener):
+        def on_start(self, e):
+            seen.append(gc.isenabled())
+
+        def on_end(self, e):
+            pass
+
+    listener, was = Collector(), gc.isenabled()
+    event.register("numba:compile", listener)
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            compile_called(numba.njit(lambda x: x + 1), (numba.int64,))
+            compile_entry(numba.njit(lambda x: None), numba.njit(lambda x, chunk, chunks: None),
+                          (numba.int64,))
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+        event.unregister("numba:compile", listener)
+    assert seen == [False] * 6
+
+
 def test_kernel_closures_hold_only_constants_the_disk_cache_can_key_on():
     """Numba keys a cached closure on its cells' pickles: a jitted function in a cell
     pickles with a fresh uuid in every process, so the kernel would compile again in

@@ -1,8 +1,11 @@
 """How padloss's kernels are made: :func:`jit`, Numba's njit with padloss's cache and
-a name of each variant's own, and :func:`with_globals`, which builds a kernel body
-around helpers chosen for it in Python."""
+a name of each variant's own, :func:`with_globals`, which builds a kernel body
+around helpers chosen for it in Python, and :func:`collector_paused`, the state its
+compiles run in."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 from types import FunctionType
 
@@ -56,3 +59,21 @@ def with_globals(function, **names):
                          function.__defaults__, function.__closure__)
     built.__qualname__ = function.__qualname__   # Python 3.10 would take the bare name
     return built
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off inside the block, where padloss compiles a
+    kernel, then as it was. A body's compile makes Numba IR by the hundred thousand
+    objects, which set off collections that each walk every object the process holds
+    (a training process's, torch's included), and frees most of it only at the end:
+    what the collector would find waits a few seconds (docs/performance.md, "The
+    collector paused while a kernel compiles"). Left off where the caller turned it off."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -23,6 +23,7 @@ from numba import types
 from numba.core import errors
 from numba.extending import intrinsic
 
+from .building import collector_paused
 from .numba_internals import body_address, inliner_copies_less
 
 STACK_ALIGN = 64   # bytes: a cache line, so a staging run can leave in whole-line stores
@@ -34,7 +35,7 @@ def compile_entry(entry, body, signature: tuple) -> tuple:
     compiles exactly the variant it runs); return the entry and the body's
     address, which the entry takes in its int64 parameter array."""
     body_signature = tuple(signature) + (types.int64, types.int64)
-    with inliner_copies_less():
+    with inliner_copies_less(), collector_paused():
         body.compile(body_signature)
         entry.compile(tuple(signature))
     entry.disable_compile()
@@ -45,7 +46,7 @@ def compile_called(function, signature: tuple) -> int:
     """Compile ``function`` for ``signature`` (more signatures may follow: compiling on call
     stays on, as for a body) and return its address: a piece of a body that the body calls
     by address (:func:`call_body`), compiled only for the plans that need it."""
-    with inliner_copies_less():
+    with inliner_copies_less(), collector_paused():
         function.compile(tuple(signature))
     return address(function, signature)
 
