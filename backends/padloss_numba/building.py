@@ -65,8 +65,8 @@ def with_globals(function, **names):
 def collector_paused():
     """Python's cyclic garbage collector off inside the block, where padloss compiles a
     kernel, then as it was. A body's compile makes Numba IR by the hundred thousand
-    objects, which set off collections that each walk every object the process holds
-    (a training process's, torch's included), and frees most of it only at the end:
+    objects, which set off collections, the full ones walking every object the process
+    holds (a training process's, torch's included), and frees most of it only at the end:
     what the collector would find waits a few seconds (docs/performance.md, "The
     collector paused while a kernel compiles"). Left off where the caller turned it off."""
     if not gc.isenabled():
