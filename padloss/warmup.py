@@ -3,8 +3,9 @@
 The first call of each kernel variant pays its compilation (about 2-3 s cold)
 or a load from the on-disk cache (well under a second, most of it Numba's own
 start-up). ``padloss.warmup()`` pays that up front, for each op and dtype, in
-the serial variant (small tensors), the parallel one (large tensors), and the
-one for outputs far larger than the caches, which both ops stream past them (L1
+the serial variant (small tensors; the pad's rows there too narrow for its vector
+windows, which its body for them leaves out), the parallel one (large tensors), and
+the one for outputs far larger than the caches, which both ops stream past them (L1
 through a body of its own, the pad through its streamed rows). It
 plans each call (phase 1, which compiles) on unfilled buffers and runs none:
 nothing of the large ones is touched.

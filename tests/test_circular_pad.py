@@ -167,16 +167,31 @@ STREAMED_SHAPE = (2, 2049, 2051)
 """self's shape for the streaming tests: 16 MiB or more of output even in float16."""
 
 
-def _streams_bit_exact(dtype: str, pads: tuple, seed: int, out: np.ndarray) -> None:
+def _run_with_body(go: np.ndarray, out: np.ndarray, pads: tuple, windowed: bool | None, monkeypatch):
+    """Run the pad of ``go`` into ``out`` on a Numba plan of its own, its body the one with
+    windows or without (``windowed``; None: the one the plan picks); the plan."""
+    import numba
+
+    from padloss_numba import pad_plan
+
+    executor = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")[1]
+    if windowed is not None:
+        monkeypatch.setattr(pad_plan, "_windowed_body", lambda kind, layout, columns_fit: windowed)
+    plan = pad_plan.CircularPadPlan(executor.problem, numba.get_num_threads())
+    plan.run(plan.bind((go, out)), np.empty(plan.workspace_size, np.uint8), None)
+    return plan
+
+
+def _streams_bit_exact(dtype: str, pads: tuple, seed: int, out: np.ndarray, windowed=None, monkeypatch=None,
+                       streams: bool = True) -> None:
     """The pad of a seeded gradient into ``out`` (of STREAMED_SHAPE), on a plan that streams
-    past the caches: the same bits as the reference."""
+    past the caches (or not: ``streams``), its body as ``_run_with_body`` takes it: the
+    same bits as the reference."""
     from padloss_numba.nontemporal import STREAM_MIN_BYTES
 
     assert out.shape == STREAMED_SHAPE and np.prod(STREAMED_SHAPE) * 2 >= STREAM_MIN_BYTES   # 16-bit bytes
     go = _grad(STREAMED_SHAPE, pads, dtype, seed, special=True)
-    executor = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")[1]
-    assert executor._plan.streams
-    executor.run()
+    assert _run_with_body(go, out, pads, windowed, monkeypatch).streams == streams
     expected = reference.circular_pad2d_backward(go, STREAMED_SHAPE, pads)
     np.testing.assert_array_equal(bits(out), bits(expected))
 
@@ -196,13 +211,38 @@ def test_large_outputs_stream_bit_exact(dtype, skip, pads):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-@pytest.mark.parametrize("pads", [(3, 2, 0, 0), (9, 1, 1, 2)])
-def test_large_outputs_rows_outside_the_windows_fold_in_the_body(dtype, pads):
+def test_large_outputs_rows_outside_the_windows_fold_in_the_body(dtype):
     """A streaming plan streams the rows that fold in windows (pad_kernel.streamed_rows);
     the body folds the others: with no top and bottom pads the first plane's first row and
-    the last plane's last row (a window there would read past the array), with a pad wider
-    than a window every row. The same bits as the reference."""
-    _streams_bit_exact(dtype, pads, 5, np.empty(STREAMED_SHAPE, DTYPES[dtype]))
+    the last plane's last row (a window there would read past the array). The same bits as
+    the reference."""
+    _streams_bit_exact(dtype, (3, 2, 0, 0), 5, np.empty(STREAMED_SHAPE, DTYPES[dtype]))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("windowed", [True, False])
+def test_large_outputs_too_narrow_for_windows_fold_in_either_body(dtype, windowed, monkeypatch):
+    """With a pad wider than a window no row folds in windows: a body with them (which a
+    plan takes where it is at hand: pad_plan._windowed_body) streams none and folds every
+    row itself; a body without them does not stream. The same bits as the reference."""
+    _streams_bit_exact(dtype, (9, 1, 1, 2), 5, np.empty(STREAMED_SHAPE, DTYPES[dtype]), windowed, monkeypatch,
+                       streams=windowed)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("layout", ["contiguous", "sliced", "channels_last"])
+@pytest.mark.parametrize("shape, pads", [((2, 3, 8, 8), (3, 3, 3, 3)), ((3, 2, 7, 15), (1, 0, 2, 5)),
+                                         ((2, 2, 9, 40), (9, 2, 1, 1)), ((1, 3, 12, 12), (-2, 3, 4, -1))])
+def test_rows_too_narrow_for_windows_fold_alike_in_either_body(dtype, layout, shape, pads, monkeypatch):
+    """Rows whose columns do not fit windows (narrower than two, or a pad wider than one) run
+    the body without windows, or the one with them where that is at hand and the other is
+    not (pad_plan._windowed_body): both give the reference's bits. Channels-last rows of
+    pixels may fit windows where their planes' rows do not."""
+    for windowed in (False, True):
+        go = with_layout(_grad(shape, pads, dtype, 7, special=True), layout)
+        out = np.empty(shape, DTYPES[dtype])
+        _run_with_body(go, out, pads, windowed, monkeypatch)
+        np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
 
 
 @pytest.mark.vs_peer
@@ -303,7 +343,7 @@ def test_channels_last_rows_fold_as_rows_of_pixels():
         if channels > 1:   # (crop, kept, before, after) of the width, times C
             assert list(plan._axes[4:8]) == [0, 5 * 4, 2 * 4, 1 * 4] and ws == 0   # a row on the stack
             assert ex._bound[0].shape == (2, 1, 10, 8 * 4) and ex._bound[0].flags.c_contiguous
-            assert plan._kernel is pad_plan._kernel(F32, False, "C")[0]
+            assert plan._kernel is pad_plan._kernel(F32, False, "C", True)[0]   # rows of 20 fit windows
         ex.run()
         np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, shape, pads)))
 
@@ -361,8 +401,8 @@ def test_a_stack_array_is_line_aligned_and_left_unfilled():
 
 def test_layouts_add_no_compiled_variant():
     """Contiguous, strided, channels-last, read-only, broadcast and Fortran-ordered
-    buffers all run one of two kernels per dtype and threading mode, the
-    C-contiguous one and the any-layout one, each compiled for one signature
+    buffers all run one of two kernels per dtype, threading mode and body (with windows or
+    without), the C-contiguous one and the any-layout one, each compiled for one signature
     (compiling on call once made up to 10 variants of each)."""
     from padloss_numba import pad_kernel, pad_plan
     from padloss_numba.convert import F32
@@ -379,7 +419,9 @@ def test_layouts_add_no_compiled_variant():
         for out in (np.empty(shape, np.float32), np.empty((3, 2, 8, 8), np.float32).transpose(1, 0, 2, 3)):
             np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go, out, pads, out=out)),
                                           expected)
-    bodies = pad_kernel.chunk_body(F32).signatures
-    assert len(bodies) == 2 and {b[0].layout for b in bodies} == set("CA")   # shared by both entries
-    for layout in "CA":
-        assert len(pad_plan._kernel(F32, False, layout)[0].signatures) == 1
+    for windowed in (False, True):   # rows of 8 have no windows; channels-last rows of 24 have
+        bodies = pad_kernel.chunk_body(F32, windowed).signatures
+        layouts = {b[0].layout for b in bodies}
+        assert len(bodies) == len(layouts) <= 2   # one signature a layout, shared by both entries
+        for layout in layouts:
+            assert len(pad_plan._kernel(F32, False, layout, windowed)[0].signatures) == 1

@@ -517,7 +517,7 @@ _, l1 = padloss.l1_loss_backward_get_workspace_size(np.float32(1), x, np.zeros(3
                                                     np.empty((2, 3), np.float32))
 l1_body = l1_kernel.chunk_body((2, 2, 2, 2), 2, True, False)   # float32 throughout, "sum": exact
 # one signature each
-kernels = [_kernel(2, False, "C")[0], chunk_body(2), l1._plan._kernel, l1_body]
+kernels = [_kernel(2, False, "C", False)[0], chunk_body(2, False), l1._plan._kernel, l1_body]   # rows of 8
 print(json.dumps({"hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
                   "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels),
                   "corner": float(out[0, 0, 0, 0]), "l1": l1.run().tolist()}))
@@ -542,6 +542,46 @@ def test_fresh_process_with_warm_disk_cache_does_not_recompile(tmp_path):
     warm = _fresh_process(tmp_path, NUMBA_NUM_THREADS="1")
     assert (warm["hits"], warm["misses"]) == (4, 0) and warm["corner"] == 4.0
     assert "padloss: compiled" not in warm["stderr"]
+
+
+_BODIES = """
+import json, sys, numpy as np, padloss
+from numba.core import event
+from padloss_numba.convert import F32
+from padloss_numba.pad_kernel import chunk_body
+compiled = []
+class Listener(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__.split(".variant_")[0])
+    def on_end(self, ev):
+        pass
+with event.install_listener("numba:compile", Listener()):
+    for side in map(int, sys.argv[1:]):   # a side of 8: rows too narrow for windows
+        go = np.ones((1, 2, side + 2, side + 2), np.float32)
+        padloss.circular_pad2d_backward(go, np.empty((1, 2, side, side), np.float32), (1, 1, 1, 1))
+print(json.dumps({"windowed": len(chunk_body(F32, True).overloads),
+                  "windowless": len(chunk_body(F32, False).overloads),
+                  "bodies_compiled": compiled.count("chunk_body.<locals>.body")}))
+"""
+
+
+def _bodies(cache_dir, *sides: int) -> dict:
+    env = dict(os.environ, PADLOSS_CACHE_DIR=str(cache_dir))
+    proc = subprocess.run([sys.executable, "-c", _BODIES, *map(str, sides)], env=env, capture_output=True,
+                          text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_narrow_rows_take_a_body_at_hand_before_compiling_one(tmp_path):
+    """Rows too narrow for windows run the pad's body without them (it compiles faster and
+    runs them faster), unless the body with windows is at hand (compiled in the process, or
+    in the compile cache) and the one without is not: a second body is not compiled for
+    them (pad_plan._windowed_body)."""
+    narrow_first, wide_first = tmp_path / "narrow", tmp_path / "wide"
+    assert _bodies(narrow_first, 8, 64) == {"windowed": 1, "windowless": 1, "bodies_compiled": 2}
+    assert _bodies(narrow_first, 8) == {"windowed": 0, "windowless": 1, "bodies_compiled": 0}   # loaded
+    assert _bodies(wide_first, 64, 8) == {"windowed": 1, "windowless": 0, "bodies_compiled": 1}
+    assert _bodies(wide_first, 8) == {"windowed": 1, "windowless": 0, "bodies_compiled": 0}     # loaded
 
 
 _COMPILES = """
@@ -597,13 +637,14 @@ def test_warmup_prepares_every_variant(fresh_cache):
 
 
 def _kernels():
-    """One of each kind of compiled kernel: bodies (L1's streamed or not), the pad's
-    streamed rows, serial and parallel entries, the ceiling stream."""
+    """One of each kind of compiled kernel: bodies (the pad's with windows or not, L1's
+    streamed or not), the pad's streamed rows, serial and parallel entries, the ceiling
+    stream."""
     from padloss_numba import l1_kernel, pad_kernel, stream
     from padloss_numba.convert import BF16, F32
 
-    return [pad_kernel.chunk_body(F32), pad_kernel.streamed_rows(BF16),
-            pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(True),
+    return [pad_kernel.chunk_body(F32, True), pad_kernel.chunk_body(F32, False),
+            pad_kernel.streamed_rows(BF16), pad_kernel.make_kernel(F32, True), l1_kernel.make_kernel(True),
             l1_kernel.make_kernel(False), l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, False),
             l1_kernel.chunk_body((F32, BF16, F32, F32), F32, False, True), *stream.dispatchers()]
 

@@ -34,12 +34,16 @@ def compile_entry(entry, body, signature: tuple) -> tuple:
     ``signature``, compiling on call switched off for the entry (each plan
     compiles exactly the variant it runs); return the entry and the body's
     address, which the entry takes in its int64 parameter array."""
-    body_signature = tuple(signature) + (types.int64, types.int64)
     with inliner_copies_less(), collector_paused():
-        body.compile(body_signature)
+        body.compile(body_signature(signature))
         entry.compile(tuple(signature))
     entry.disable_compile()
-    return entry, address(body, body_signature)
+    return entry, address(body, body_signature(signature))
+
+
+def body_signature(signature: tuple) -> tuple:
+    """The signature a body is compiled for, from its entry's: the entry's plus (chunk, chunks)."""
+    return tuple(signature) + (types.int64, types.int64)
 
 
 def compile_called(function, signature: tuple) -> int:

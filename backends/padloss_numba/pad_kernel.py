@@ -29,10 +29,10 @@ So the kernel allocates nothing on the heap; its row buffers (one per chunk of
 rows, ``W'`` elements each, as pad_plan sizes them) are on the entry's stack up to
 ``ROW_STACK_BYTES``, longer ones in the caller's workspace.
 
-``chunk_body(kind)`` instantiates the source for one storage kind
-(float16/bfloat16 arrive as uint16 bits), a closure constant that Numba folds
-and keys its on-disk cache on; ``make_kernel(kind, parallel)`` the serial or
-the parallel entry point that calls it by address (padloss_numba.indirect);
+``chunk_body(kind, windowed)`` instantiates the source for one storage kind
+(float16/bfloat16 arrive as uint16 bits), with or without the windows: closure
+constants that Numba folds and keys its on-disk cache on; ``make_kernel(kind,
+parallel)`` the serial or the parallel entry point that calls it by address (padloss_numba.indirect);
 ``streamed_rows(kind)`` the rows a large output streams, which the body calls by
 address where its plan streams.
 """
@@ -182,15 +182,24 @@ def _fold_rows(src, out, rows, k0, kind, cols, window_rows, streamed):
         _fold_columns((src[k:k + 1], 0), (row, 0), (kind, kind), cols)
 
 
+def columns_fit_windows(cols) -> bool:
+    """Whether rows with the width's axis ``cols`` (crop, kept, before, after) can fold in
+    windows (``_row_in_windows``): pads at most ``LANES`` wide, the kept columns at least
+    two windows. Plans ask it (chunk_body's ``windowed``), and kernels (``_windows_fit``)."""
+    _, kept, before, after = cols
+    return before <= LANES and after <= LANES and kept >= 2 * LANES
+
+
+_columns_fit_windows = njit(inline="always")(columns_fit_windows)
+
+
 @njit(inline="always")
 def _windows_fit(src, out, cols):
-    """Whether a plane's rows fold in windows (``_row_in_windows``): pads at most
-    ``LANES`` wide, the kept columns at least two windows, unit column strides, and rows
-    at least ``LANES`` elements apart, so that a window's reads past a row's ends stay
-    inside the neighbour rows (rows ``_window_rows`` names have them)."""
-    _, kept, before, after = cols
-    return (before <= LANES and after <= LANES and kept >= 2 * LANES
-            and src.strides[1] == src.itemsize and out.strides[1] == out.itemsize
+    """Whether a plane's rows fold in windows (``_row_in_windows``): columns that fit them
+    (``columns_fit_windows``), unit column strides, and rows at least ``LANES`` elements
+    apart, so that a window's reads past a row's ends stay inside the neighbour rows (rows
+    ``_window_rows`` names have them)."""
+    return (_columns_fit_windows(cols) and src.strides[1] == src.itemsize and out.strides[1] == out.itemsize
             and src.strides[0] >= LANES * src.itemsize)
 
 
@@ -395,7 +404,7 @@ ROW_STACK_BYTES = 8192
 
 def make_kernel(kind: int, parallel: bool):
     """Compile-on-first-call entry ``kernel(grad_output, grad_input, axes, workspace)``:
-    runs the body at address ``axes[BODY]`` (``chunk_body(kind)``, compiled for
+    runs the body at address ``axes[BODY]`` (a ``chunk_body`` of ``kind``, compiled for
     these argument types; padloss_numba.indirect) on each of the ``axes[CHUNKS]``
     pieces of the rows, in parallel or (the serial entry) as one piece.
 
@@ -423,17 +432,19 @@ def make_kernel(kind: int, parallel: bool):
     return jit(parallel=parallel, _nrt=False)(kernel)
 
 
-# Storage kinds whose large outputs stream past the caches (``streams``): a row's centre
+# Storage kinds whose rows fold in windows where their columns fit them (chunk_body's
+# ``windowed``) and whose large outputs stream past the caches (``streams``): a row's centre
 # lines straight from gradOutput in non-temporal stores, row by row where that pays
 # (_row_streamed; docs/performance.md, "Pad kernel"). float64 rows fold through the row
 # buffer, and store normally.
-STREAMED_KINDS = (F16, BF16, F32)
+WINDOWED_KINDS = (F16, BF16, F32)
 
 
 def streams(kind: int, out_nbytes: int, parallel: bool, contiguous: bool) -> bool:
     """Whether the pad's output streams past the caches: as ``nontemporal.streams`` says,
-    for the kinds that gain from it (STREAMED_KINDS)."""
-    return kind in STREAMED_KINDS and nontemporal.streams(out_nbytes, parallel, contiguous)
+    for the kinds that gain from it (WINDOWED_KINDS; only rows in windows stream, so only
+    a body with windows)."""
+    return kind in WINDOWED_KINDS and nontemporal.streams(out_nbytes, parallel, contiguous)
 
 
 STREAMED_GEOMETRY = 14
@@ -470,14 +481,20 @@ def streamed_rows(kind: int):
 
 
 @functools.lru_cache(maxsize=None)
-def chunk_body(kind: int):
+def chunk_body(kind: int, windowed: bool):
     """``body(grad_output, grad_input, axes, workspace, chunk, chunks)``: the rows of
     piece ``chunk`` of ``chunks``, with workspace row ``chunk`` as its row buffer (row 0
-    where the entry handed it its own row on the stack, ``axes[ROW_ON_STACK]``); where
+    where the entry handed it its own row on the stack, ``axes[ROW_ON_STACK]``).
+    ``windowed`` (float16, bfloat16 and float32 only) puts in the windows
+    (``_row_in_windows``), for rows whose columns fit them; then where
     ``axes[STREAMED_ROWS]`` is not 0, the rows with no partner rows that fold in windows
     stream their centres through that compiled ``streamed_rows``, which it calls first.
-    Compiled once per storage kind and layout and called by address from both entry
-    points (see padloss_numba.indirect)."""
+    Without them, a body compiles in three quarters of the time and runs rows too narrow
+    for windows faster (docs/performance.md, "Compiled bodies and entry points").
+    Compiled once per storage kind, ``windowed`` and layout, and called by address from
+    both entry points (see padloss_numba.indirect)."""
+    if windowed and kind not in WINDOWED_KINDS:
+        raise ValueError(f"only kinds {WINDOWED_KINDS} fold in windows, not {kind}")
     acc_kind = F64 if kind == F64 else F32
     acc_dtype = accumulator_dtype(kind)
 
@@ -506,7 +523,8 @@ def chunk_body(kind: int):
             direct = lesser(greater(h_crop + h_after, h), stop)
             direct_end = greater(lesser(h_crop + h_kept - h_before, stop), direct)
             rows_after, rows_before = stop - direct_end, direct - h
-            streamed = axes[STREAMED_ROWS]   # read per plane, tested as rare: see scalars.rarely
+            # read per plane, tested as rare (see scalars.rarely); only rows in windows stream
+            streamed = axes[STREAMED_ROWS] if windowed else 0
             if rarely(streamed):
                 geometry = (np.int64(direct), np.int64(direct_end), np.int64(rows_after),
                             np.int64(rows_before), h_crop, h_kept, h_before, h_after, cols[0], cols[1],
@@ -535,12 +553,11 @@ def chunk_body(kind: int):
         if axes[STREAMED_ROWS]:
             fence()   # streamed stores are weakly ordered: all of them before the kernel returns
 
-    windowed = kind in (F16, BF16, F32)
     body = with_globals(body, FOLD_ROWS=_fold_rows_in_windows if windowed else _fold_rows,
                         PAIR_IN_WINDOWS=_pair_in_windows if windowed else _no_windows)
     return jit(_nrt=False, pipeline_class=BodyCompiler)(body)
 
 
-# A body's globals (chunk_body): how its kind folds the rows with no partner rows, and
-# whether it folds a row with one partner row in windows.
+# A body's globals (chunk_body): how it folds the rows with no partner rows, and whether it
+# folds a row with one partner row in windows.
 FOLD_ROWS = PAIR_IN_WINDOWS = None

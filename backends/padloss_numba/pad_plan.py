@@ -12,14 +12,17 @@ from padloss.problem import Problem
 
 from . import variants
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
-from .indirect import compile_called, compile_entry
+from .disk_cache import at_hand
+from .indirect import body_signature, compile_called, compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, caller
 from .pad_kernel import (
     AXES,
     ROW_STACK_BYTES,
     STREAMED_GEOMETRY,
+    WINDOWED_KINDS,
     accumulator_dtype,
     chunk_body,
+    columns_fit_windows,
     make_kernel,
     streamed_rows,
     streams,
@@ -70,8 +73,9 @@ def _merged(meta: TensorMeta, channels: int) -> TensorMeta:
 _ELEMENT = {F16: numba.uint16, BF16: numba.uint16, F32: numba.float32, F64: numba.float64}
 
 
-# How ``padloss info`` names a kernel's layout (variants.record).
+# How ``padloss info`` names a kernel's layout (variants.record), and a body without windows.
 LAYOUT_NAME = {"C": "C-contiguous", "A": "any layout"}
+WINDOWLESS_NAME = " without windows"
 
 
 def _arrays(kind: int, layout: str) -> tuple:
@@ -86,15 +90,30 @@ def _arrays(kind: int, layout: str) -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(kind: int, parallel: bool, layout: str):
+def _kernel(kind: int, parallel: bool, layout: str, windowed: bool):
     """The entry point for one storage kind, threading mode and layout ("C" when
     both buffers are C-contiguous, else "A"), and the address of the body it
-    calls (shared by the serial and the parallel entry), each compiled for that
-    one signature (``_arrays``; indirect.compile_entry). One dispatcher per
-    signature, as in l1_plan."""
-    compiled = compile_entry(make_kernel(kind, parallel), chunk_body(kind), _arrays(kind, layout))
-    variants.record("circular_pad2d_backward", variants.KIND_NAME[kind], LAYOUT_NAME[layout], parallel)
+    calls, with or without windows (shared by the serial and the parallel entry),
+    each compiled for that one signature (``_arrays``; indirect.compile_entry). One
+    dispatcher per signature, as in l1_plan."""
+    compiled = compile_entry(make_kernel(kind, parallel), chunk_body(kind, windowed), _arrays(kind, layout))
+    variants.record("circular_pad2d_backward", variants.KIND_NAME[kind],
+                    LAYOUT_NAME[layout] + ("" if windowed else WINDOWLESS_NAME), parallel)
     return compiled
+
+
+def _windowed_body(kind: int, layout: str, columns_fit: bool) -> bool:
+    """Whether a plan's body is the one with windows (pad_kernel.chunk_body's ``windowed``):
+    for the kinds that have them, where the plan's columns fit them; for rows too narrow
+    for windows only where this process or the compile cache has that body and not the one
+    without (a second body would compile for a second or two, to run such rows a few
+    percent faster; docs/performance.md, "Compiled bodies and entry points")."""
+    if kind not in WINDOWED_KINDS:
+        return False
+    if columns_fit:
+        return True
+    signature = body_signature(_arrays(kind, layout))
+    return not at_hand(chunk_body(kind, False), signature) and at_hand(chunk_body(kind, True), signature)
 
 
 @functools.lru_cache(maxsize=None)
@@ -141,13 +160,15 @@ class CircularPadPlan:
         self.context_free = not self._parallel   # a serial run uses no threads
         layout = "C" if c_contiguous(grad_output) and c_contiguous(grad_input) else "A"
         out_nbytes = grad_input.size * _ELEMENT[kind].bitwidth // 8
-        self.streams = streams(kind, out_nbytes, self._parallel, layout == "C")   # past the caches
-        self._kernel, body = _kernel(kind, self._parallel, layout)
+        w_axes = [self._channels * n for n in (w.crop, w.kept, w.before, w.after)]
+        windowed = _windowed_body(kind, layout, columns_fit_windows(w_axes))
+        # past the caches: only rows in windows stream
+        self.streams = windowed and streams(kind, out_nbytes, self._parallel, layout == "C")
+        self._kernel, body = _kernel(kind, self._parallel, layout, windowed)
         self._call = caller(self._kernel, self._parallel)
         rows = grad_input.size // width
         # pieces of the rows for the threads, each with a row buffer in the workspace
         chunks = max(1, min(rows, CHUNKS_PER_THREAD * threads)) if self._parallel else 1
-        w_axes = [self._channels * n for n in (w.crop, w.kept, w.before, w.after)]
         rows_address = _streamed_rows(kind, layout) if self.streams else 0   # 0: the body folds them
         row_bytes = w.padded * self._channels * np.dtype(accumulator_dtype(kind)).itemsize
         self._row_on_stack = row_bytes <= ROW_STACK_BYTES
