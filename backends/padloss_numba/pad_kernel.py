@@ -32,9 +32,9 @@ rows, ``W'`` elements each, as pad_plan sizes them) are on the entry's stack up 
 ``chunk_body(kind, windowed)`` instantiates the source for one storage kind
 (float16/bfloat16 arrive as uint16 bits), with or without the windows: closure
 constants that Numba folds and keys its on-disk cache on; ``make_kernel(kind,
-parallel)`` the serial or the parallel entry point that calls it by address (padloss_numba.indirect);
-``streamed_rows(kind)`` the rows a large output streams, which the body calls by
-address where its plan streams.
+parallel)`` the serial or the parallel entry point that calls it by address
+(padloss_numba.indirect); ``streamed_rows(kind)`` the rows a large output
+streams, which the body calls by address where its plan streams.
 """
 from __future__ import annotations
 

@@ -102,18 +102,29 @@ def _kernel(kind: int, parallel: bool, layout: str, windowed: bool):
     return compiled
 
 
+def _compiled_here(dispatcher, signature: tuple) -> bool:
+    return tuple(signature) in dispatcher.overloads
+
+
 def _windowed_body(kind: int, layout: str, columns_fit: bool) -> bool:
     """Whether a plan's body is the one with windows (pad_kernel.chunk_body's ``windowed``):
     for the kinds that have them, where the plan's columns fit them; for rows too narrow
-    for windows only where this process or the compile cache has that body and not the one
-    without (a second body would compile for a second or two, to run such rows a few
-    percent faster; docs/performance.md, "Compiled bodies and entry points")."""
+    for windows only where that body is at hand and the one without is not, compiled in
+    this process first, then in the compile cache (a second body would compile for a second
+    or two, to run such rows a few percent faster; docs/performance.md, "Compiled bodies
+    and entry points"). Once this process has one, the cache's index is not read again."""
     if kind not in WINDOWED_KINDS:
         return False
     if columns_fit:
         return True
     signature = body_signature(_arrays(kind, layout))
-    return not at_hand(chunk_body(kind, False), signature) and at_hand(chunk_body(kind, True), signature)
+    without, with_windows = chunk_body(kind, False), chunk_body(kind, True)
+    for has in (_compiled_here, at_hand):
+        if has(without, signature):
+            return False
+        if has(with_windows, signature):
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=None)
