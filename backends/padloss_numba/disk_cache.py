@@ -273,10 +273,15 @@ def install() -> None:
     numba_internals.add_cache_locator(PadlossCacheLocator)
 
 
+def compiled_here(dispatcher, signature: tuple) -> bool:
+    """Whether ``dispatcher`` has compiled (or loaded) ``signature`` in this process."""
+    return tuple(signature) in dispatcher.overloads
+
+
 def at_hand(dispatcher, signature: tuple) -> bool:
     """Whether ``dispatcher`` has ``signature`` without compiling it: compiled in this
     process, or in the compile cache for the current sources."""
-    if tuple(signature) in dispatcher.overloads:
+    if compiled_here(dispatcher, signature):
         return True
     cache = numba_internals.disk_cache_of(dispatcher)
     return isinstance(cache, GuardedCache) and cache.holds(signature, dispatcher.targetctx)

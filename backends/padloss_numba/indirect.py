@@ -34,11 +34,12 @@ def compile_entry(entry, body, signature: tuple) -> tuple:
     ``signature``, compiling on call switched off for the entry (each plan
     compiles exactly the variant it runs); return the entry and the body's
     address, which the entry takes in its int64 parameter array."""
+    for_body = body_signature(signature)
     with inliner_copies_less(), collector_paused():
-        body.compile(body_signature(signature))
+        body.compile(for_body)
         entry.compile(tuple(signature))
     entry.disable_compile()
-    return entry, address(body, body_signature(signature))
+    return entry, address(body, for_body)
 
 
 def body_signature(signature: tuple) -> tuple:

@@ -61,8 +61,8 @@ def adopt_cache(dispatcher, cache_class: type, file_class: type | None) -> None:
     """Make ``dispatcher``'s disk cache (a FunctionCache, if it has one) an instance of
     ``cache_class``, and its index and data files one of ``file_class`` (subclasses
     that change no state, so swapping the class of the live objects is enough)."""
-    cache = dispatcher._cache
-    if isinstance(cache, FunctionCache):
+    cache = disk_cache_of(dispatcher)
+    if cache is not None:
         cache.__class__ = cache_class
         if file_class is not None:
             cache._cache_file.__class__ = file_class

@@ -440,11 +440,11 @@ def make_kernel(kind: int, parallel: bool):
 WINDOWED_KINDS = (F16, BF16, F32)
 
 
-def streams(kind: int, out_nbytes: int, parallel: bool, contiguous: bool) -> bool:
+def streams(windowed: bool, out_nbytes: int, parallel: bool, contiguous: bool) -> bool:
     """Whether the pad's output streams past the caches: as ``nontemporal.streams`` says,
-    for the kinds that gain from it (WINDOWED_KINDS; only rows in windows stream, so only
-    a body with windows)."""
-    return kind in WINDOWED_KINDS and nontemporal.streams(out_nbytes, parallel, contiguous)
+    for a body with windows (chunk_body's ``windowed``, of WINDOWED_KINDS: only rows in
+    windows stream)."""
+    return windowed and nontemporal.streams(out_nbytes, parallel, contiguous)
 
 
 STREAMED_GEOMETRY = 14

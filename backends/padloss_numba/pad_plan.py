@@ -12,7 +12,7 @@ from padloss.problem import Problem
 
 from . import variants
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
-from .disk_cache import at_hand
+from .disk_cache import at_hand, compiled_here
 from .indirect import body_signature, compile_called, compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, caller
 from .pad_kernel import (
@@ -102,10 +102,6 @@ def _kernel(kind: int, parallel: bool, layout: str, windowed: bool):
     return compiled
 
 
-def _compiled_here(dispatcher, signature: tuple) -> bool:
-    return tuple(signature) in dispatcher.overloads
-
-
 def _windowed_body(kind: int, layout: str, columns_fit: bool) -> bool:
     """Whether a plan's body is the one with windows (pad_kernel.chunk_body's ``windowed``):
     for the kinds that have them, where the plan's columns fit them; for rows too narrow
@@ -119,7 +115,7 @@ def _windowed_body(kind: int, layout: str, columns_fit: bool) -> bool:
         return True
     signature = body_signature(_arrays(kind, layout))
     without, with_windows = chunk_body(kind, False), chunk_body(kind, True)
-    for has in (_compiled_here, at_hand):
+    for has in (compiled_here, at_hand):
         if has(without, signature):
             return False
         if has(with_windows, signature):
@@ -173,8 +169,7 @@ class CircularPadPlan:
         out_nbytes = grad_input.size * _ELEMENT[kind].bitwidth // 8
         w_axes = [self._channels * n for n in (w.crop, w.kept, w.before, w.after)]
         windowed = _windowed_body(kind, layout, columns_fit_windows(w_axes))
-        # past the caches: only rows in windows stream
-        self.streams = windowed and streams(kind, out_nbytes, self._parallel, layout == "C")
+        self.streams = streams(windowed, out_nbytes, self._parallel, layout == "C")   # past the caches
         self._kernel, body = _kernel(kind, self._parallel, layout, windowed)
         self._call = caller(self._kernel, self._parallel)
         rows = grad_input.size // width
