@@ -223,12 +223,13 @@ class Prepared:
     runs as a one-shot call does (:func:`run_once`). padloss.torch prepares a backward
     so in its forward (docs/performance.md, "Tiny calls and autograd")."""
 
-    __slots__ = ("known", "first", "rest", "bound")
+    __slots__ = ("known", "first", "first_dtype", "rest", "bound")
 
     def __init__(self, known: Known, inputs: tuple[np.ndarray, ...]):
         self.known = known
         first = inputs[0]
         self.first = first.dtype, first.shape, first.strides
+        self.first_dtype = first.dtype
         self.rest = inputs[1:]
         self.bound = None, None   # (a Ready, its binder of first and output: Ready.bind_around)
 

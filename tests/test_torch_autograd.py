@@ -407,7 +407,7 @@ def test_a_0d_gradient_read_by_its_value_keeps_its_bits(dtype):
     nans = [torch.tensor(pattern, dtype=signed).view(dtype) for pattern in
             (torch.tensor(float("nan"), dtype=dtype).view(signed).item() | 1, -quiet - 1)]   # payloads
     for g in [torch.tensor(v, dtype=dtype) for v in values] + nans:
-        made = ops._gradient_array(g)
+        made = ops._gradient_array(g, to_numpy(g).dtype)
         assert made.shape == () and made.dtype == to_numpy(g).dtype
         assert made.view(f"u{made.itemsize}") == to_numpy(g).view(f"u{made.itemsize}")
 

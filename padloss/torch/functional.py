@@ -138,14 +138,15 @@ class _L1Loss(torch.autograd.Function):
         ctx.save_for_backward(input, target)
         ctx.code, ctx.shape, ctx.promoted = code, shape, promoted
         loss = _l1_forward(input, target, reduction)
-        plain = ctx.needs_input_grad[0] and input.shape == shape and input.dtype == promoted
+        ctx.needs = ctx.needs_input_grad[:2]   # read here, once: the backward's caches are cold
+        plain = ctx.needs[0] and input.shape == shape and input.dtype == promoted
         ctx.prepared = ops.prepare_l1_backward(input, target, code, loss) if plain else None
         return loss
 
     @staticmethod
     def backward(ctx, grad):
         input, target = ctx.saved_tensors   # also torch's check that neither changed since
-        needs_input, needs_target = ctx.needs_input_grad[:2]
+        needs_input, needs_target = ctx.needs
         grad_input = grad_target = None
         if ctx.prepared is not None:
             grad_input = ops.run_prepared_l1(ctx.prepared, grad)

@@ -246,24 +246,25 @@ def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
 
 
 def run_prepared_l1(prepared: l1_rules.Prepared, grad: torch.Tensor) -> Optional[torch.Tensor]:
-    """The gradient :func:`prepare_l1_backward` planned, for the incoming ``grad``; None
-    where the call must be seen (see :func:`l1_backward`) or grad is not as planned."""
-    if not _direct() or not grad.is_cpu:
+    """The gradient :func:`prepare_l1_backward` planned, for the incoming ``grad`` (which
+    autograd's engine hands over in the loss's dtype, on its device); None where the call
+    must be seen (see :func:`l1_backward`) or grad is not as planned."""
+    if not _direct():
         return None
-    result = prepared.run(_gradient_array(grad))
+    result = prepared.run(_gradient_array(grad, prepared.first_dtype))
     return None if result is None else _from_numpy(result)
 
 
-def _gradient_array(grad: torch.Tensor) -> np.ndarray:
-    """The incoming gradient of a CPU loss as NumPy: a 0-d one (mean, sum) as a new 0-d
-    array of its value, read with ``item()`` (exact: a float64 holds every value of every
-    float dtype; a view of its memory costs two to four times as much, bfloat16's the
-    most: docs/performance.md); a NaN, whose payload a float64 need not keep, and a
-    gradient with dims, as a view of its memory."""
+def _gradient_array(grad: torch.Tensor, dtype: np.dtype) -> np.ndarray:
+    """The incoming gradient of a CPU loss, of NumPy dtype ``dtype``, as NumPy: a 0-d one
+    (mean, sum) as a new 0-d array of its value, read with ``item()`` (exact: a float64
+    holds every value of every float dtype; a view of its memory costs two to four times
+    as much, bfloat16's the most: docs/performance.md); a NaN, whose payload a float64
+    need not keep, and a gradient with dims, as a view of its memory."""
     if grad.dim() == 0:
         value = grad.item()
         if value == value:
-            return np.asarray(value, _numpy_dtype(grad.dtype))
+            return np.asarray(value, dtype)
     return _native(padloss.l1_loss_backward.__name__, "grad_output", grad)
 
 
