@@ -221,7 +221,8 @@ class Prepared:
     backward a tenth of its time, the caches being cold there, and decide no bits; the
     next one-shot call of the signature makes them. Otherwise, and the first time, it
     runs as a one-shot call does (:func:`run_once`). padloss.torch prepares a backward
-    so in its forward (docs/performance.md, "Tiny calls and autograd")."""
+    so in its forward (docs/performance.md, "Tiny calls and autograd"), on NumPy views of
+    its own that no caller can change in place: the inputs are bound as they were validated."""
 
     __slots__ = ("known", "first", "first_dtype", "rest", "bound")
 

@@ -55,6 +55,39 @@ def test_body_address_finds_each_compiled_overload():
         numba_internals.body_address(add, (numba.float32, numba.float32))
 
 
+def test_a_compiled_wrapper_computes_as_its_dispatcher_and_plans_call_it():
+    """Plans call each kernel's one compiled overload through its wrapper, skipping Numba's
+    dispatch (launch.caller): it computes what a call of the dispatcher does, an entry of
+    two signatures is refused, and a serial plan's call is that wrapper. If Numba moves
+    the overloads or their entry points, this fails first."""
+    import numba
+
+    import padloss
+    from padloss_numba import launch
+
+    def doubled(a, out):
+        for i in range(a.size):
+            out[i] = a[i] + a[i]
+
+    kernel = numba.njit(doubled)
+    kernel.compile((numba.float64[::1], numba.float64[::1]))
+    kernel.disable_compile()
+    call = numba_internals.compiled_wrapper(kernel)
+    a, out, expected = np.arange(5.0), np.zeros(5), np.zeros(5)
+    call(a, out)
+    kernel(a, expected)
+    assert call is not kernel and out.tolist() == expected.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+    kernel2 = numba.njit(doubled)
+    kernel2(a, out), kernel2(np.arange(5), np.zeros(5, np.int64))
+    with pytest.raises(ValueError):
+        numba_internals.compiled_wrapper(kernel2)
+    go = np.zeros((1, 1, 6, 6), np.float32)
+    plan = padloss.circular_pad2d_backward_get_workspace_size(go, go[..., 1:-1, 1:-1].copy(), (1, 1, 1, 1),
+                                                              np.zeros((1, 1, 4, 4), np.float32))[1]._plan
+    assert plan._call is numba_internals.compiled_wrapper(plan._kernel)
+    assert launch.caller(plan._kernel, False) is plan._call
+
+
 def _twice(a):
     return a + a
 

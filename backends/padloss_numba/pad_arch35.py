@@ -92,7 +92,7 @@ class Arch35PadPlan:
         self.context_free = not self._parallel   # a serial run uses no threads
         self._pads = np.array([top, left, bottom, right], np.int64)
         self._kernel = _kernel(kind, self._parallel)
-        self._call = caller(self._kernel, self._parallel)
+        self._call = caller(self._kernel, self._parallel, dispatched=True)   # compiled on call
 
     def bind(self, buffers: tuple) -> tuple:
         go, gi = buffers
