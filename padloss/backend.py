@@ -25,7 +25,10 @@ class Plan(Protocol):
         with ``bind`` may also have ``bind_around(middle)``, returning a function
         ``(first, output) -> bind((first, *middle, output))`` that did the middle
         buffers' work once (a backward planned in its forward binds only its new
-        gradient and output: padloss.fastpath.Prepared).
+        gradient and output: padloss.fastpath.Prepared). A plan whose ``bind`` may hand a
+        caller's array object on as it is, to a kernel that trusts its type, also has
+        ``bind_kept(natives)``: the same for buffers an executor keeps across runs, sharing
+        no array object with them (the caller's array may change in place later).
 
         A plan may also set ``context_free`` True where it runs the same under any of its
         backend's ``cache_context()`` (a serial Numba plan uses no threads): a one-shot

@@ -87,7 +87,7 @@ class Executor:
     def _bind(self, tensors: tuple[Tensor, ...]) -> None:
         self._clear_workspace = None   # the last workspace found to share no memory with them
         self._tensors = tensors
-        self._bound = binder(self._plan)(tuple([_own_view(t.native) for t in tensors]))
+        self._bound = kept_binder(self._plan)(tuple([t.native for t in tensors]))
         self._launch = None   # made by the first run() of these buffers that takes no new ones
 
     @property
@@ -188,16 +188,15 @@ def binder(plan: Plan) -> Callable[[tuple], Any]:
     return getattr(plan, "bind", _as_they_are)
 
 
+def kept_binder(plan: Plan) -> Callable[[tuple], Any]:
+    """``binder`` for buffers an executor keeps across runs: the plan's ``bind_kept``
+    where it has one (its kernels trust the types of what it binds, and a caller's array
+    can change in place after it was validated), else ``binder``."""
+    return getattr(plan, "bind_kept", None) or binder(plan)
+
+
 def _as_they_are(natives: tuple) -> tuple:
     return natives
-
-
-def _own_view(native: Any) -> Any:
-    """An executor's own view of a NumPy buffer: the same memory, with the metadata it was
-    validated with. The caller's array object can change in place later (its shape, dtype
-    or flags) and its runs would not see it: a plan's kernels trust the types of what it
-    bound (padloss_numba.launch.caller)."""
-    return native.view() if type(native) is np.ndarray else native
 
 
 def fetch(problem: Problem, backend: Backend, key: tuple) -> Plan:

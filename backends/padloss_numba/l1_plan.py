@@ -182,7 +182,8 @@ class L1LossBackwardPlan:
         self._call = caller(self._kernel, self._parallel)
 
     def bind(self, buffers: tuple) -> tuple:
-        """The kernel's arguments for these buffers: their flat views, then the plan's."""
+        """The kernel's arguments for these buffers: their flat views, then the plan's. The
+        views are new arrays, so an executor keeps them as they are (no ``bind_kept``)."""
         g, x, t, o = self._flatten
         grad_output, self_, target, out = buffers
         return (g(grad_output), x(self_), t(target), o(out), *self._constants)

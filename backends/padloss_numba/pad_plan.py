@@ -195,6 +195,14 @@ class CircularPadPlan:
             go, gi = _rows_of_pixels(go), _rows_of_pixels(gi)
         return go, gi
 
+    def bind_kept(self, buffers: tuple) -> tuple:
+        """``bind`` for buffers an executor keeps: where ``bind`` handed a caller's array on
+        as it is (float32 and float64 of rank 4), a view of its own, so that the array
+        changed in place after it was validated (another rank, say) never reaches the
+        kernel's compiled wrapper, which trusts its type (launch.caller)."""
+        go, gi = self.bind(buffers)
+        return go.view() if go is buffers[0] else go, gi.view() if gi is buffers[1] else gi
+
     def launcher(self, arrays: tuple):
         """``run(arrays, None, None)`` as a call of no arguments (padloss.backend.Plan), for a
         plan whose rows are on the stack; None for one that needs a workspace."""
