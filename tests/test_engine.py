@@ -524,11 +524,18 @@ print(json.dumps({"hits": sum(sum(k.stats.cache_hits.values()) for k in kernels)
 """
 
 
-def _fresh_process(cache_dir, **env):
+def _in_fresh_process(script: str, cache_dir, *args: str, **env) -> tuple:
+    """What ``script`` printed, as JSON, and its stderr: run with ``args`` in a fresh process
+    whose compile cache is ``cache_dir``, ``env`` added to its environment."""
     env = dict(os.environ, PADLOSS_CACHE_DIR=str(cache_dir), **env)
-    proc = subprocess.run([sys.executable, "-c", _FIRST_CALL], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
                           check=True)
-    return dict(json.loads(proc.stdout), stderr=proc.stderr)
+    return json.loads(proc.stdout), proc.stderr
+
+
+def _fresh_process(cache_dir, **env):
+    printed, stderr = _in_fresh_process(_FIRST_CALL, cache_dir, **env)
+    return dict(printed, stderr=stderr)
 
 
 def test_fresh_process_with_warm_disk_cache_does_not_recompile(tmp_path):
@@ -571,10 +578,7 @@ print(json.dumps({"windowed": len(chunk_body(F32, True).overloads),
 
 
 def _bodies(cache_dir, *sides: int) -> dict:
-    env = dict(os.environ, PADLOSS_CACHE_DIR=str(cache_dir))
-    proc = subprocess.run([sys.executable, "-c", _BODIES, *map(str, sides)], env=env, capture_output=True,
-                          text=True, check=True)
-    return json.loads(proc.stdout)
+    return _in_fresh_process(_BODIES, cache_dir, *map(str, sides))[0]
 
 
 def test_narrow_rows_take_a_body_at_hand_before_compiling_one(tmp_path):
@@ -607,10 +611,7 @@ def test_a_first_compile_compiles_only_bodies_and_entries(tmp_path):
     """Conversions, min/max and the pad's workspace rows are written into the kernel's own
     IR: a helper that Numba compiles as a function of its own (an overload, or a builtin
     such as min or array.view) cost 20-130 ms apiece of every first call."""
-    env = dict(os.environ, PADLOSS_CACHE_DIR=str(tmp_path), PADLOSS_NUMBA_CACHE="0")
-    proc = subprocess.run([sys.executable, "-c", _COMPILES], env=env, capture_output=True, text=True,
-                          check=True)
-    compiled = json.loads(proc.stdout)
+    compiled = _in_fresh_process(_COMPILES, tmp_path, PADLOSS_NUMBA_CACHE="0")[0]
     assert compiled.count("chunk_body.<locals>.body") == 3, compiled   # pad, L1 fixed grad, L1 integer
     assert compiled.count("make_kernel.<locals>.kernel") == 3 and len(compiled) == 6, compiled
 
