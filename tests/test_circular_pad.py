@@ -203,14 +203,21 @@ def _streams_bit_exact(dtype: str, pads: tuple, seed: int, out: np.ndarray, monk
 @pytest.mark.parametrize("skip", [0, 2, 36, 1])
 @pytest.mark.parametrize("pads", [(3, 5, 2, 4), (4, 3, 1, 2)])
 def test_large_outputs_stream_bit_exact(dtype, skip, pads):
-    """An output of 16 MiB or more streams its rows' centres past the caches in whole
-    aligned lines where that pays (pad_kernel._row_streamed): the same bits, wherever
-    the output lies against a line (``skip`` bytes; rows of 2051 elements start 6 or 12
-    bytes further on each, so some rows stream and some fold as before; a skip that is no
-    multiple of the element size misaligns the elements, which stream nothing). Column
-    pads of 4 or less let float32 rows whose wide windows cross a line stream between
-    narrow ones."""
+    """An output of 16 MiB or more streams every line of its rows in windows past the
+    caches (pad_kernel._stream_rows): the same bits, wherever the output lies against a
+    line (``skip`` bytes; rows of 2051 elements start 6 or 12 bytes further on each, so the
+    line two rows share falls at every offset; a skip that is no multiple of the element
+    size misaligns the elements, which stream nothing)."""
     _streams_bit_exact(dtype, pads, skip, output_at(STREAMED_SHAPE, DTYPES[dtype], skip))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("pads", [(-2, 3, 2, 1), (3, -5, 1, 2)])
+def test_large_outputs_with_cropped_columns_stream_row_by_row(dtype, pads):
+    """Where a negative pad crops columns, a row's kept columns do not meet the next row's,
+    so each row's ends leave on their own (pad_kernel._stream_rows' ``joins``), beside the
+    zeroed columns: the same bits as the reference."""
+    _streams_bit_exact(dtype, pads, 2, output_at(STREAMED_SHAPE, DTYPES[dtype], 2))
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])

@@ -9,9 +9,9 @@ every kernel), since whoever reads the line soon after fetches it back
 LLVM emits non-temporal stores of whole, aligned vectors only, so the kernels store
 whole lines: ``stream_lines`` sums lines of the inputs straight into lines of the
 output (the pad's row centres, L1's rows whose inputs move with the output, the
-ceilings); ``drain`` sends a run computed into a staging buffer (L1's row ends and the
-rows whose inputs do not move with the output), its whole lines streamed, the rest
-stored normally. ``fence()`` orders the weakly ordered streamed stores before anything
+ceilings); ``drain`` sends a run computed into a staging buffer (the pad's row ends, L1's
+and its rows whose inputs do not move with the output), its whole lines streamed, the
+rest stored normally. ``fence()`` orders the weakly ordered streamed stores before anything
 after it: call it before the kernel's end. ``prefetch`` starts fetching a line that lies
 away from the streams, ahead of its use (a streamed pad plane's band rows).
 """

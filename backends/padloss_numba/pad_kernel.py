@@ -49,7 +49,7 @@ from . import nontemporal
 from .building import jit, with_globals
 from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_even, store_sum_half_away
 from .indirect import buffer_row, call_body, stack_array
-from .nontemporal import LINE, address, fence, item_bytes, lead_in, prefetch, stream_lines
+from .nontemporal import LINE, drain, fence, item_bytes, lead_in, prefetch, stream_lines
 from .numba_internals import BodyCompiler
 from .scalars import greater, lesser, rarely
 from .slots import Slots
@@ -62,9 +62,6 @@ from .window import LANES, folder, mover
 final_round = {"half_away_from_zero": store_sum_half_away,
                "half_to_even": store_nearest_even}[rules.PAD_FINAL_ROUNDING]
 _fold_window = folder(NARROW[final_round])   # a row's wrapped run, eight lanes at once
-# float32 rows whose 32-byte windows would cross a line stream with 16-byte ones (_row_streamed)
-NARROW_LANES = LANES // 2
-_fold_narrow = folder(NARROW[final_round], NARROW_LANES)
 _move_window, _move_two_windows = mover(LANES, NARROW[final_round]), mover(2 * LANES, NARROW[final_round])
 
 
@@ -244,16 +241,10 @@ def _row_in_windows(out, h, src, rows, kind, cols):
 
 
 @njit(inline="always")
-def _crosses_line(dst, index, lanes):
-    """Whether a window of ``lanes`` elements stored at ``dst[index]`` spans two cache lines."""
-    return address(dst, index) % LINE + lanes * item_bytes(dst) > LINE
-
-
-@njit(inline="always")
-def _centre_lines(dst, crop, kept, lanes):
-    """(lead, first, stop) of a row's centre between windows of ``lanes``: ``lead_in`` at its
-    start (-1: misaligned elements), and the span of its whole aligned lines."""
-    lo, hi = crop + lanes, crop + kept - lanes
+def _centre_lines(dst, crop, kept):
+    """(lead, first, stop) of a row's centre between its windows: ``lead_in`` at its start
+    (-1: misaligned elements), and the span of its whole aligned lines."""
+    lo, hi = crop + LANES, crop + kept - LANES
     per_line = LINE // item_bytes(dst)
     lead = lead_in(dst, lo)
     first = lesser(lo + greater(lead, 0), hi)
@@ -261,50 +252,81 @@ def _centre_lines(dst, crop, kept, lanes):
 
 
 @njit(inline="always")
-def _streams_in(dst, crop, kept, lanes):
-    """Whether a row streams (``_stream_centre``) between windows of ``lanes``: where at least
-    7/8 of its bytes leave in streamed lines and neither window's store crosses a line."""
-    lead, first, stop = _centre_lines(dst, crop, kept, lanes)
-    return (lead >= 0 and 8 * (stop - first) >= 7 * kept
-            and not _crosses_line(dst, crop, lanes) and not _crosses_line(dst, crop + kept - lanes, lanes))
+def _moves(stage, at, src, k, s, n, kind):
+    """stage[0, at:at + n] = src[k, s:s + n] in window-wide moves, the last one's lanes past
+    n spilling further into the stage (which ``_tail``'s window then overwrites, or no one
+    reads): a run shorter than a line, where a copy loop ran its scalar remainder only."""
+    step = opaque(LANES)
+    i = 0
+    while i < n:
+        _move_window(stage, 0, at + i, src, k, s + i, kind)
+        i += step
 
 
 @njit(inline="always")
-def _stream_centre(out, h, src, k, kind, cols, lanes, fold):
-    """Row h's centre between windows of ``lanes`` (``fold``, a folder of that width): its
-    whole aligned lines in one non-temporal store each, straight from gradOutput's row;
-    the columns before and after them, and the windows, in normal stores."""
+def _head(stage, at, src, k, kind, cols, first):
+    """A row's columns crop..first (its left window and the centre up to its first whole
+    line), from gradOutput's row k, into ``stage`` from column ``at``."""
     crop, kept, before, after = cols
-    dst, row = out[h], src[k]                       # one-row views, unit strides (_windows_fit)
-    lo, hi = crop + lanes, crop + kept - lanes      # the centre, between the windows
-    _, first, stop = _centre_lines(dst, crop, kept, lanes)
-    _copy_loop((out, h, lo), (src, k, before + lanes), first - lo)
-    for d in range(first, stop, LINE // item_bytes(dst)):
-        stream_lines(dst, d, row, before + d - crop, 1)
-    _copy_loop((out, h, stop), (src, k, before + stop - crop), hi - stop)
-    fold(out, h, crop + kept - lanes, src, k, before + kept - lanes, before - lanes, lanes - before, lanes,
-         kind)
-    fold(out, h, crop, src, k, before, before + kept, 0, after, kind)
+    _fold_window(stage, 0, at, src, k, before, before + kept, 0, after, kind)
+    _moves(stage, at + LANES, src, k, before + LANES, first - crop - LANES, kind)
 
 
 @njit(inline="always")
-def _row_streamed(out, h, src, k, kind, cols):
-    """``_row_in_windows`` for a row with no partner rows whose output streams past the
-    caches: the whole aligned lines of its centre leave in one non-temporal store each
-    (``_stream_centre``), so they are never read in first. A row streams only where that
-    leaves at least 7/8 of its bytes to streamed lines and no window's store crosses a
-    line; others fold as before. A float32 row whose eight-lane (32-byte) windows would
-    cross a line, as at NumPy's usual 16 bytes past one, streams between four-lane windows
-    where its pads fit them (docs/performance.md, "Pad kernel")."""
+def _tail(stage, src, k, kind, cols, stop):
+    """A row's columns stop..crop+kept (the centre after its last whole line, and its right
+    window), from gradOutput's row k, into ``stage`` from column 0; how many."""
     crop, kept, before, after = cols
-    dst = out[h]
-    if _streams_in(dst, crop, kept, LANES):
-        _stream_centre(out, h, src, k, kind, cols, LANES, _fold_window)
-    elif (kind == F32 and before <= NARROW_LANES and after <= NARROW_LANES
-          and _streams_in(dst, crop, kept, NARROW_LANES)):
-        _stream_centre(out, h, src, k, kind, cols, NARROW_LANES, _fold_narrow)
-    else:
-        _row_in_windows(out, h, src, k, kind, cols)
+    n = crop + kept - stop
+    _moves(stage, 0, src, k, before + stop - crop, n - LANES, kind)
+    _fold_window(stage, 0, n - LANES, src, k, before + kept - LANES, before - LANES, LANES - before, LANES,
+                 kind)
+    return n
+
+
+# A streamed run's stage: one row's tail and the next row's head, each shorter than a window
+# and a line (_centre_lines), 160 bytes of float16 at most, 192 of float32.
+STAGE_BYTES = 256
+
+
+@njit(inline="always")
+def _stream_rows(src, out, rows, k0, kind, cols):
+    """Rows ``rows`` (h0, h1) of ``out``, which fold in windows, from gradOutput's rows
+    k0..: every line of them in one non-temporal store, so none is read in first. A row's
+    whole aligned centre lines leave straight from gradOutput's row; its ends (a window and
+    the centre up to a line boundary) are computed into a stage, where the rows follow one
+    another in memory (no cropped columns) one row's tail and the next row's head together:
+    the line they share leaves whole, written once. The run's first head and last tail
+    drain alone, their partial lines in normal stores (nontemporal.drain). Where the
+    elements are misaligned no line is whole: the rows fold as the body folds them."""
+    h0, h1 = rows
+    crop, kept, before, after = cols
+    if h0 >= h1:
+        return
+    if lead_in(out[h0], crop) < 0:
+        for h in range(h0, h1):
+            _row_in_windows(out, h, src, k0 + h - h0, kind, cols)
+        return
+    joins = crop == 0 and kept == out.shape[1] and out.strides[0] == kept * item_bytes(out)
+    stage = stack_array(out, STAGE_BYTES)
+    staged = stage[np.newaxis, :]
+    per_line = LINE // item_bytes(out)
+    pending, pending_row, pending_column = 0, h0, crop   # a row's tail waiting for the next head
+    for h in range(h0, h1):
+        k = k0 + h - h0
+        dst, row = out[h], src[k]
+        _, first, stop = _centre_lines(dst, crop, kept)
+        for d in range(first, stop, per_line):
+            stream_lines(dst, d, row, before + d - crop, 1)
+        if pending == 0:
+            pending_row, pending_column = h, crop
+        _head(staged, pending, src, k, kind, cols, first)
+        drain(out[pending_row], pending_column, stage, pending + first - crop)
+        pending = _tail(staged, src, k, kind, cols, stop)
+        pending_row, pending_column = h, stop
+        if not joins or h == h1 - 1:
+            drain(dst, stop, stage, pending)
+            pending = 0
 
 
 @njit(inline="always")
@@ -315,35 +337,36 @@ def _of_two_runs(i, first, count, second):
 
 
 @njit(inline="always")
-def _fold_rows_in_windows(src, out, rows, k0, kind, cols, window_rows, streamed):
-    """``_fold_rows`` for float16, bfloat16 and float32 rows, each in windows
-    (``_row_in_windows``) where they fit and gradOutput's row is one of k_lo..k_hi
-    (``_window_rows``; other rows, pads past ``LANES`` or strided columns fold as
-    loops): one loop over the run of rows, with no test in it of which way each row folds
-    (docs/performance.md, "Pad kernel"). Where the plan streams (``streamed``, the address
-    of ``streamed_rows``, not 0) the rows in windows are that function's, called before:
-    its copy of this one (ROW_IN_WINDOWS streams them, OTHER_ROWS leaves the others)."""
+def _window_span(src, out, rows, k0, cols, window_rows):
+    """(m0, m1): the rows of ``rows`` (h0, h1), from gradOutput's rows k0.., that fold in
+    windows: all of them whose gradOutput row is one of k_lo..k_hi (``_window_rows``), where
+    their columns fit windows (``_windows_fit``); none elsewhere (m0 = m1 = h1)."""
     h0, h1 = rows
     k_lo, k_hi = window_rows
-    m0, m1 = h1, h1   # rows m0..m1 fold in windows: their gradOutput rows lie in k_lo..k_hi
+    m0, m1 = h1, h1
     if _windows_fit(src, out, cols):
         m0 = lesser(greater(h0, h0 + k_lo - k0), h1)
         m1 = greater(lesser(h1, h0 + k_hi - k0 + 1), m0)
+    return m0, m1
+
+
+@njit(inline="always")
+def _fold_rows_in_windows(src, out, rows, k0, kind, cols, window_rows, streamed):
+    """``_fold_rows`` for float16, bfloat16 and float32 rows, each in windows
+    (``_row_in_windows``) where they fit and gradOutput's row is one of k_lo..k_hi
+    (``_window_span``; other rows, pads past ``LANES`` or strided columns fold as
+    loops): one loop over the run of rows, with no test in it of which way each row folds
+    (docs/performance.md, "Pad kernel"). Where the plan streams (``streamed``, the address
+    of ``streamed_rows``, not 0) the rows in windows are that function's, called before."""
+    h0, h1 = rows
+    m0, m1 = _window_span(src, out, rows, k0, cols, window_rows)
     for h in range(m0, m1 if streamed == 0 else m0):   # a select, not a branch around the loop
-        ROW_IN_WINDOWS(out, h, src, k0 + h - h0, kind, cols)
-    if OTHER_ROWS:
-        head = m0 - h0
-        for i in range(head + h1 - m1):   # the others, before and after them
-            h = _of_two_runs(i, h0, head, m1)
-            k = k0 + h - h0
-            _fold_columns((src[k:k + 1], 0), (out[h:h + 1], 0), (kind, kind), cols)
-
-
-# How _fold_rows_in_windows folds each row, and whether it folds the rows outside the windows;
-# streamed_rows' copy streams the rows in windows and leaves the others to the body.
-ROW_IN_WINDOWS, OTHER_ROWS = _row_in_windows, True
-_stream_rows_in_windows = njit(inline="always")(with_globals(_fold_rows_in_windows.py_func,
-                                                             ROW_IN_WINDOWS=_row_streamed, OTHER_ROWS=False))
+        _row_in_windows(out, h, src, k0 + h - h0, kind, cols)
+    head = m0 - h0
+    for i in range(head + h1 - m1):   # the others, before and after them
+        h = _of_two_runs(i, h0, head, m1)
+        k = k0 + h - h0
+        _fold_columns((src[k:k + 1], 0), (out[h:h + 1], 0), (kind, kind), cols)
 
 
 @njit(inline="always")
@@ -433,10 +456,9 @@ def make_kernel(kind: int, parallel: bool):
 
 
 # Storage kinds whose rows fold in windows where their columns fit them (chunk_body's
-# ``windowed``) and whose large outputs stream past the caches (``streams``): a row's centre
-# lines straight from gradOutput in non-temporal stores, row by row where that pays
-# (_row_streamed; docs/performance.md, "Pad kernel"). float64 rows fold through the row
-# buffer, and store normally.
+# ``windowed``) and whose large outputs stream past the caches (``streams``): every line of
+# their rows in windows in a non-temporal store (_stream_rows; docs/performance.md, "Pad
+# kernel"). float64 rows fold through the row buffer, and store normally.
 WINDOWED_KINDS = (F16, BF16, F32)
 
 
@@ -454,14 +476,14 @@ STREAMED_GEOMETRY = 14
 @functools.lru_cache(maxsize=None)
 def streamed_rows(kind: int):
     """``rows(src, out, geometry)``: those of one plane's rows with no partner rows that
-    fold in windows (``_fold_rows_in_windows``), their centres streamed past the caches
-    (_row_streamed), for a body whose plan streams (it calls this by address,
-    ``axes[STREAMED_ROWS]``, and folds the other rows itself); the plane's band rows'
-    lines fetched first, to be on their way meanwhile (_prefetch_rows). ``geometry`` is
-    (direct, direct_end, rows_after, rows_before, the height's axis, the width's axis,
-    k_lo, k_hi), as the body names them. Compiled apart from the body, once per kind and
-    plane layout, so the body is the same for every size and only the large outputs that
-    stream compile this (docs/performance.md, "Compiled bodies and entry points")."""
+    fold in windows (``_window_span``), streamed past the caches (``_stream_rows``), for a
+    body whose plan streams (it calls this by address, ``axes[STREAMED_ROWS]``, and folds
+    the other rows itself); the plane's band rows' lines fetched first, to be on their way
+    meanwhile (_prefetch_rows). ``geometry`` is (direct, direct_end, rows_after,
+    rows_before, the height's axis, the width's axis, k_lo, k_hi), as the body names them.
+    Compiled apart from the body, once per kind and plane layout, so the body is the same
+    for every size and only the large outputs that stream compile this (docs/performance.md,
+    "Compiled bodies and entry points")."""
 
     def rows(src, out, geometry):
         direct, direct_end, rows_after, rows_before = geometry[0], geometry[1], geometry[2], geometry[3]
@@ -474,8 +496,9 @@ def streamed_rows(kind: int):
             if 0 <= c < h_kept:
                 k, k2 = _band_rows(c, h_kept, h_before, h_after)
                 _prefetch_rows(out, band_h, src, k, k2)
-        _stream_rows_in_windows(src, out, (direct, direct_end), h_before + direct - h_crop, kind, cols,
-                                (k_lo, k_hi), 0)
+        k0 = h_before + direct - h_crop
+        m0, m1 = _window_span(src, out, (direct, direct_end), k0, cols, (k_lo, k_hi))
+        _stream_rows(src, out, (m0, m1), k0 + m0 - direct, kind, cols)
 
     return jit(_nrt=False, pipeline_class=BodyCompiler)(rows)
 

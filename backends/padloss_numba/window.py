@@ -28,13 +28,13 @@ from .convert import BF16, F16, F32, WIDEN, builtin, splat, vector_at
 LANES = 8
 
 
-def folder(narrowers: dict, lanes: int = LANES):
+def folder(narrowers: dict):
     """``fold(dst, r, d, src, k, centre, band, lo, hi, kind)``, a kernel builtin:
 
         dst[r, d + i] = narrow(src[k, centre + i] + src[k, band + i])   for lo <= i < hi,
         dst[r, d + i] = src[k, centre + i] (its bits)                    otherwise,
 
-    for the ``lanes`` lanes i (LANES unless told), with ``kind`` a literal F16, BF16 or
+    for the LANES lanes i, with ``kind`` a literal F16, BF16 or
     F32 and ``narrow`` the float32 -> ``kind`` IR builder of ``narrowers``
     (convert.NARROW of the kernel's final rounding; none for F32). Both arrays hold what
     ``_STORED`` says (uint16 bits for the 16-bit kinds) with unit column stride.
@@ -55,18 +55,18 @@ def folder(narrowers: dict, lanes: int = LANES):
             b = builder
             r, d, centre, band, lo, hi = _indices(context, b, sig, args, (1, 2, 5, 6, 7, 8))
             rows = _rows(context, b, sig.args[4], args[4])
-            vector = ir.VectorType(context.get_data_type(stored), lanes)
+            vector = ir.VectorType(context.get_data_type(stored), LANES)
             centre_terms = _terms(context, b, sig.args[3], args[3], rows, centre, vector, widen)
             band_terms = _terms(context, b, sig.args[3], args[3], rows, band, vector, widen)
             folded = narrow(b, b.fadd(centre_terms.sum, band_terms.sum, flags=("afn",)))
             kept = centre_terms.bits if len(rows) == 1 else narrow(b, centre_terms.sum)
-            # lanes compared as integers as wide as they are (lo and hi lie in [0, lanes]):
+            # lanes compared as integers as wide as they are (lo and hi lie in [0, LANES]):
             # one compare each
             index = ir.IntType(8 * context.get_abi_sizeof(vector.element))
-            lane = ir.Constant(ir.VectorType(index, lanes), list(range(lanes)))
+            lane = ir.Constant(ir.VectorType(index, LANES), list(range(LANES)))
             lo_, hi_ = (b.trunc(v, index) for v in (lo, hi))
-            inside = b.and_(b.icmp_signed(">=", lane, splat(b, lo_, lanes)),
-                            b.icmp_signed("<", lane, splat(b, hi_, lanes)))
+            inside = b.and_(b.icmp_signed(">=", lane, splat(b, lo_, LANES)),
+                            b.icmp_signed("<", lane, splat(b, hi_, LANES)))
             out = vector_at(context, b, sig.args[0], args[0], [r, d], vector)
             b.store(b.select(inside, folded, kept), out, align=1)
             return context.get_dummy_value()
