@@ -285,7 +285,8 @@ def _tail(stage, src, k, kind, cols, stop):
 
 
 # A streamed run's stage: one row's tail and the next row's head, each shorter than a window
-# and a line (_centre_lines), 160 bytes of float16 at most, 192 of float32.
+# and a line (_centre_lines), and the head's last move spilling up to a window less one past
+# it (_moves): at most 170 bytes of float16, 212 of float32.
 STAGE_BYTES = 256
 
 
@@ -296,7 +297,8 @@ def _stream_rows(src, out, rows, k0, kind, cols):
     whole aligned centre lines leave straight from gradOutput's row; its ends (a window and
     the centre up to a line boundary) are computed into a stage, where the rows follow one
     another in memory (no cropped columns) one row's tail and the next row's head together:
-    the line they share leaves whole, written once. The run's first head and last tail
+    the line they share leaves whole, written once (drained through the first row's view
+    on into the next, which follows it in memory). The run's first head and last tail
     drain alone, their partial lines in normal stores (nontemporal.drain). Where the
     elements are misaligned no line is whole: the rows fold as the body folds them."""
     h0, h1 = rows
