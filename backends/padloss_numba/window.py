@@ -34,10 +34,10 @@ def folder(narrowers: dict):
         dst[r, d + i] = narrow(src[k, centre + i] + src[k, band + i])   for lo <= i < hi,
         dst[r, d + i] = src[k, centre + i] (its bits)                    otherwise,
 
-    for the LANES lanes i, with ``kind`` a literal F16, BF16 or
-    F32 and ``narrow`` the float32 -> ``kind`` IR builder of ``narrowers``
-    (convert.NARROW of the kernel's final rounding; none for F32). Both arrays hold what
-    ``_STORED`` says (uint16 bits for the 16-bit kinds) with unit column stride.
+    for the LANES lanes i, with ``kind`` a literal F16, BF16 or F32 and ``narrow`` the
+    float32 -> ``kind`` IR builder of ``narrowers`` (convert.NARROW of the kernel's final
+    rounding; none for F32). Both arrays hold what ``_STORED`` says (uint16 bits for the
+    16-bit kinds) with unit column stride.
 
     ``k`` may also be a pair of rows ``(k, k2)``, a row and the band of rows that wraps
     onto it: each column term is then the float32 sum of the two rows' elements
