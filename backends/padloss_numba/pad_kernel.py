@@ -242,13 +242,12 @@ def _row_in_windows(out, h, src, rows, kind, cols):
 
 @njit(inline="always")
 def _centre_lines(dst, crop, kept):
-    """(lead, first, stop) of a row's centre between its windows: ``lead_in`` at its start
-    (-1: misaligned elements), and the span of its whole aligned lines."""
+    """(first, stop): the span of the whole aligned lines of a row's centre between its
+    windows (elements aligned to their size: ``_stream_rows`` checks)."""
     lo, hi = crop + LANES, crop + kept - LANES
     per_line = LINE // item_bytes(dst)
-    lead = lead_in(dst, lo)
-    first = lesser(lo + greater(lead, 0), hi)
-    return lead, first, first + (hi - first) // per_line * per_line
+    first = lesser(lo + lead_in(dst, lo), hi)
+    return first, first + (hi - first) // per_line * per_line
 
 
 @njit(inline="always")
@@ -313,19 +312,19 @@ def _stream_rows(src, out, rows, k0, kind, cols):
     stage = stack_array(out, STAGE_BYTES)
     staged = stage[np.newaxis, :]
     per_line = LINE // item_bytes(out)
-    pending, pending_row, pending_column = 0, h0, crop   # a row's tail waiting for the next head
+    pending = 0   # elements of the last row's tail in the stage, waiting for this row's head
     for h in range(h0, h1):
         k = k0 + h - h0
         dst, row = out[h], src[k]
-        _, first, stop = _centre_lines(dst, crop, kept)
+        first, stop = _centre_lines(dst, crop, kept)
         for d in range(first, stop, per_line):
             stream_lines(dst, d, row, before + d - crop, 1)
-        if pending == 0:
-            pending_row, pending_column = h, crop
         _head(staged, pending, src, k, kind, cols, first)
-        drain(out[pending_row], pending_column, stage, pending + first - crop)
+        if pending:   # the last row's tail, whose columns end where this row's begin
+            drain(out[h - 1], crop + kept - pending, stage, pending + first - crop)
+        else:
+            drain(dst, crop, stage, first - crop)
         pending = _tail(staged, src, k, kind, cols, stop)
-        pending_row, pending_column = h, stop
         if not joins or h == h1 - 1:
             drain(dst, stop, stage, pending)
             pending = 0
