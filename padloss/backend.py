@@ -37,7 +37,10 @@ class Plan(Protocol):
         A plan with no workspace may have ``launcher(bound)``, returning a callable of no
         arguments that does what ``run(bound, None, None)`` does, its per-run choices made
         once (None where it cannot): an executor's repeated ``run()`` of the same buffers
-        calls it (padloss.executor)."""
+        calls it (padloss.executor). It may also have ``runner()``, returning a callable of
+        the native buffers that does what ``run(bind(natives), None, None)`` does, in fewer
+        Python calls (None where it cannot): a one-shot call's rerun of the plan calls it
+        (padloss.fastpath.Ready)."""
 
 
 class Backend:

@@ -16,6 +16,7 @@ import numpy as np
 from .arrays import TensorMeta, as_tensor, shape_and_dtype
 from .errors import invalid_argument, null_argument
 from .executor import Executor
+from .fastpath import BUFFER, SHAPE, Ints
 from .geometry import axis_rule_violation
 from .op import Inputs, OpDefinition
 from .rules import FLOATS as DTYPES
@@ -24,7 +25,7 @@ OP = "circular_pad2d_backward"
 BUFFERS = ("grad_output", "grad_input")
 
 
-def _memo_params(self: Any, padding: Any) -> tuple | None:
+def _memo_params(grad_output: Any, self: Any, padding: Any) -> tuple | None:
     """The memo key's params: padding when it is 4 plain ints (a float or a bool
     equals an int as a dict key, so only exact ints may share a verdict), and
     self's shape and dtype (self is no buffer, but they decide the verdict; its
@@ -132,7 +133,9 @@ def pad_facts(grad_output_shape: tuple, self_shape: tuple, pads: tuple) -> dict:
             "elements": math.prod(grad_output_shape)}
 
 
-_op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output, _target_terms)
+# What the one-shot lane compares of each argument (padloss.fastpath.Lane): self's data is never read.
+_op = OpDefinition(OP, BUFFERS, (BUFFER, SHAPE, Ints(4)), _memo_params, _validate_inputs, _validate_output,
+                   _target_terms)
 
 
 def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padding: Any,
@@ -145,7 +148,7 @@ def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padd
     ``run(grad_output=..., grad_input=...)``.
     """
     return _op.get_workspace_size((grad_output, self, padding), (grad_output,),
-                                  _memo_params(self, padding), grad_input, backend, npu_target)
+                                  _memo_params(grad_output, self, padding), grad_input, backend, npu_target)
 
 
 def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: Any = None,
@@ -160,5 +163,4 @@ def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: A
     names the Ascend product whose refusals apply (padloss.npu_targets; None: the
     ``target`` setting).
     """
-    return _op.call((grad_output, self, padding), (grad_output,), _memo_params(self, padding), out,
-                    backend, npu_target)
+    return _op.one_shot(grad_output, self, padding, out, backend, npu_target)

@@ -44,17 +44,23 @@ skips the two costly parts of phase 1 when its signature was seen before:
    finishes; a run that finds none (the first, or another call's run is using
    it) allocates.
 
+3. **The last call, repeated** (:class:`Lane`). Each op's one-shot call starts in one
+   generated Python function that compares its arguments with those of the last call of its
+   form that ran twice in a row, and where they match (and the output passes the per-call
+   checks in their cheap form) reruns that call's plan: 1 and 2 above without the memo
+   params, the key, the Python calls between them. A tiny call is mostly such calls.
+
 A :class:`Prepared` is an allocating call planned ahead (padloss.torch plans a
 backward in its forward): it reruns its signature's Ready as an Executor reruns
 its plan, with fewer checks than a one-shot call (it says which, and why).
 
-Where the pieces are used: padloss.op.OpDefinition.call is the one-shot flow
-of both ops; padloss.executor builds Executors and fetches plans and imports
+Where the pieces are used: padloss.op.OpDefinition's ``one_shot`` (a Lane's) and
+``call`` are the one-shot flow of both ops; padloss.executor builds Executors and fetches plans and imports
 nothing from here.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, NamedTuple
 
 import numpy as np
 
@@ -128,6 +134,24 @@ def find(arrays, params, target):""" + _ARGUMENTS + """
 """
 
 
+# apart(): the output, owning its memory, shares none with an input that is another array and
+# whose memory, or its base's (NumPy points every view at the array owning the memory), is an
+# allocation NumPy made for another array: two allocations share nothing, and
+# np.may_share_memory is the dearer test (docs/performance.md). False leaves it to that test.
+# The base is asked first: a view then makes one flags object, not two.
+_APART = """
+def apart({names}):
+    return {apart}
+"""
+
+
+def _apart(inputs: list[str], out: str) -> str:
+    """The test of :data:`_APART` for arrays named ``inputs`` and ``out`` (an output owning its memory)."""
+    tests = [f"{x} is not {out} and ((b := {x}.base) is None and {x}.flags.owndata"
+             f" or type(b) is ndarray and b is not {out} and b.flags.owndata)" for x in inputs]
+    return " and ".join(tests) or "True"
+
+
 def _written_out(template: str, count: int, **scope) -> dict:
     """``template`` written out for ``count`` arrays and run in ``scope`` (a fixed template,
     no outside text), the way collections.namedtuple writes its methods: one tuple or one
@@ -141,7 +165,8 @@ def _written_out(template: str, count: int, **scope) -> dict:
                              not_plain=" or ".join(f"type({n}) is not ndarray" for n in names),
                              metadata=", ".join(", ".join(f) for f in fields),
                              last_fields=", ".join(", ".join(f) for f in last),
-                             same=" and ".join(same))
+                             same=" and ".join(same),
+                             apart=_apart(names[:-1], names[-1]))
     scope.update(settings=_settings, ndarray=np.ndarray)
     exec(source, scope)   # noqa: S102
     return scope
@@ -160,7 +185,7 @@ class ValidatedCalls:
     ``key``, of :func:`signature_of`); cleared when full (a cheap, safe bound).
     ``find`` looks a call's signature up, the last one found first."""
 
-    __slots__ = ("op", "key", "_known", "last", "find")
+    __slots__ = ("op", "key", "_known", "last", "find", "apart")
 
     def __init__(self, op: str, count: int):
         self.op = op
@@ -170,6 +195,8 @@ class ValidatedCalls:
         self.last = (None,) * (3 + 3 * count)
         self.find: Callable[[tuple, Any, Any], Known | None] = _written_out(
             _FIND, count, calls=self, known_get=self._known.get)["find"]
+        # apart(*inputs, out): True where the output (owning its memory) shares none with any input
+        self.apart: Callable[..., bool] = _written_out(_APART, count)["apart"]
 
     def remember(self, key: tuple | None, problem: Problem) -> Known:
         """The new entry (kept only where the signature is known exactly: ``key`` not None)."""
@@ -188,18 +215,9 @@ class ValidatedCalls:
         flags = out.flags
         if not flags.writeable:
             raise invalid_argument(self.op, names[-1], "is read-only; the output must be writable")
-        owner = flags.owndata
+        if flags.owndata and self.apart(*buffers):
+            return
         for b in buffers[:-1]:
-            # No test is needed where the output owns its memory and the input's memory, or
-            # its base's (NumPy points every view at the array owning the memory), is an
-            # allocation NumPy made for another array: two allocations share nothing, and
-            # np.may_share_memory is the dearer test (docs/performance.md).
-            if owner and b is not out:
-                if b.flags.owndata:
-                    continue
-                base = b.base
-                if type(base) is np.ndarray and base is not out and base.flags.owndata:
-                    continue
             if np.may_share_memory(out, b):
                 check_output_overlap(self.op, names, as_tensors(known.problem, buffers))   # names the input
 
@@ -261,7 +279,7 @@ class Ready:
     field through a descriptor call, and a call reads a dozen (docs/performance.md)."""
 
     __slots__ = ("asked", "holds", "settled", "epoch", "context_of", "context", "key", "generation", "bind",
-                 "run", "plan_bind_around", "workspace_size", "spares")
+                 "run", "plan_bind_around", "workspace_size", "spares", "launch")
 
     def __init__(self, asked: tuple, choice: Choice, context: tuple, key: tuple, generation: int,
                  plan: Plan):
@@ -279,6 +297,18 @@ class Ready:
         self.plan_bind_around = getattr(plan, "bind_around", None)   # the plan's, where it has one
         self.workspace_size = plan.workspace_size
         self.spares = Spares()                    # workspaces of finished runs, for the next
+        runner = getattr(plan, "runner", None)    # launch(natives): bind and run, the plan's way if any
+        self.launch = (runner() if runner is not None else None) or self.bind_and_launch
+
+    def current(self, asked: tuple) -> bool:
+        """Whether a one-shot call asking ``asked`` (a ``request()``) may rerun this plan: the
+        same request, the choice standing (for a settled one, the registry's load alone), the
+        backend's context the same where the plan depends on it, the plan cache holding the
+        plan (its hit counted: ``plan_cache.PlanCache.touch``)."""
+        return (self.asked == asked
+                and (self.epoch == registry.epoch if self.settled else self.holds())   # Choice.holds
+                and (self.context_of is None or self.context_of() == self.context)
+                and plan_cache.touch(self.key, self.generation))
 
     def unchanged(self, asked: tuple) -> bool:
         """Whether a planned run (:class:`Prepared`) may rerun this plan: the same request
@@ -295,6 +325,10 @@ class Ready:
             return self.plan_bind_around(middle)
         bind = self.bind
         return lambda first, out: bind((first, *middle, out))
+
+    def bind_and_launch(self, natives: tuple) -> None:
+        """Run the plan on validated NumPy arrays that are their own native views."""
+        self.launch_bound(self.bind(natives))
 
     def launch_bound(self, args: Any) -> None:
         """Run the plan on ``args`` (its binder's, for validated NumPy arrays that are
@@ -326,9 +360,137 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     a tiny call is mostly this bookkeeping."""
     asked = request(requested_backend)
     ready = known.ready
-    if (ready is None or ready.asked != asked
-            or (ready.epoch != registry.epoch if ready.settled else not ready.holds())   # Choice.holds
-            or (ready.context_of is not None and ready.context_of() != ready.context)
-            or not plan_cache.touch(ready.key, ready.generation)):
+    if ready is None or not ready.current(asked):
         ready = known.ready = _ready(known.problem, asked)
-    ready.launch_bound(ready.bind(arrays))
+    ready.launch(arrays)
+
+
+# ---------------------------------------------------------------- 3. the last call, repeated
+
+# What a Lane compares of each of an op's arguments (OpDefinition's ``roles``), against the
+# last call it ran: a "buffer"'s dtype, shape and strides; a "shape"'s dtype and shape (an
+# array the kernel never touches, e.g. the pad's self); a "value" (a str or an int, where the
+# op's memo params found it exact) by identity, or a str by equality; and an :class:`Ints`.
+BUFFER, SHAPE, VALUE = "buffer", "shape", "value"
+_COMPARED = {BUFFER: ("shape", "dtype", "strides"), SHAPE: ("shape", "dtype")}   # where calls differ soonest
+
+
+class Ints(NamedTuple):
+    """A role: a tuple or a list of ``count`` ints (where the op's memo params found it so),
+    compared as the same tuple, or as a list of as many exact ints, equal to the last call's.
+    Equality alone is not enough: 3.0 and True equal ints, and validation refuses them."""
+
+    count: int
+
+_LANE = """
+def one_shot({names}, out, backend, target):
+    name = settings.target if target is None else target
+    if out is None:
+        {allocating_fields}, t, known = allocating.record
+        if name is t and {allocating_same}:
+            ready = known.ready
+            if ready is not None and ready.current(request(backend)):
+                allocating.hits += 1
+                out = known.new_output()
+                ready.launch(({buffers}, out))
+                return out
+    else:
+        {given_fields}, t, known = given.record
+        if name is t and {given_same}:
+            flags = out.flags
+            if flags.writeable and flags.owndata and {apart}:
+                ready = known.ready
+                if ready is not None and ready.current(request(backend)):
+                    given.hits += 1
+                    ready.launch(({buffers}, out))
+                    return out
+    return call(({names},), ({buffers},), params_of({names}), out, backend, target)
+
+
+def ran(form, known, before, args, out, target):
+    hits = form.hits
+    if known is before and hits == form.seen:
+        {names}, = args
+        if {exact}:
+            name = settings.target if target is None else target
+            if out is None:
+                allocating.record = {allocating_record}, name, known
+            else:
+                given.record = {given_record}, name, known
+    form.seen = hits
+"""
+
+
+class Form:
+    """What a :class:`Lane` keeps of one form of call (given its output, or allocating it):
+    the ``record`` of the call it repeats (one tuple, replaced whole, so a thread reads a
+    consistent one), its ``hits``, and the hits there were at the last call that went the
+    long way (``seen``: ``Lane.ran``)."""
+
+    __slots__ = ("record", "hits", "seen")
+
+    def __init__(self, fields: int):
+        self.record = (None,) * (fields + 2)   # at first no call matches: a target's name is never None
+        self.hits = self.seen = 0
+
+
+class Lane:
+    """An op's last one-shot call, repeated in one Python frame (docs/performance.md, "Tiny
+    calls and autograd"): ``one_shot(*args, out, backend, target)`` is the op's one-shot call.
+    Where its arguments are what the call its form repeats (:class:`Form`) ran with
+    (:data:`BUFFER`, :data:`SHAPE`, :data:`VALUE`, :class:`Ints`), the output's buffers pass the per-call
+    checks (``ValidatedCalls.apart``'s test; any doubt goes the long way) and the plan that
+    call ran is ``Ready.current``, it reruns that plan; anything else goes to ``call``
+    (OpDefinition.call), which tells ``ran(form, known, before, args, out, target)`` what
+    it ran (``known``, found when ``before`` was the last signature found).
+
+    The lane repeats a call from the time its signature ran the long way twice in a row with
+    no call of its form served by the lane in between. Calls that alternate between signatures
+    then keep the record the lane serves (one of two alternating) or none: a new record on
+    every call would cost more than the lane saves."""
+
+    __slots__ = ("given", "allocating", "one_shot", "ran")
+
+    def __init__(self, roles: tuple[str, ...], call: Callable, params_of: Callable):
+        names = [f"a{i}" for i in range(len(roles))]
+        buffers = [n for n, role in zip(names, roles) if role == BUFFER]
+        values = [(n, role) for n, role in zip(names, roles) if role == VALUE or isinstance(role, Ints)]
+
+        def compared(arrays: list[tuple[str, str]]) -> tuple[list[str], list[str], list[str]]:
+            # (the record's expressions, their names in the lane, the tests): the last array
+            # first, the values last (calls of other sizes differ soonest in the arrays)
+            exprs, fields, tests = [], [], []
+            for n, role in reversed(arrays):
+                compared_fields = _COMPARED[role]
+                exprs += [f"{n}.{f}" for f in compared_fields]
+                fields += [f"{n}_{f}" for f in compared_fields]
+                tests.append(f"type({n}) is ndarray and " + " and ".join(
+                    f"{n}.{f} {'is' if f == 'dtype' else '=='} {n}_{f}" for f in compared_fields))
+            for v, role in values:
+                if role == VALUE:
+                    exprs.append(v)
+                    fields.append(f"{v}_")
+                    tests.append(f"({v} is {v}_ or type({v}) is str and {v} == {v}_)")
+                else:   # Ints: the tuple itself (a list's as a tuple no caller holds), and as a list
+                    exprs += [f"{v} if type({v}) is tuple else tuple({v})", f"list({v})"]
+                    fields += [f"{v}_", f"{v}_list"]
+                    tests.append(f"({v} is {v}_ or type({v}) is list and {v} == {v}_list and "
+                                 + " and ".join(f"type({v}[{i}]) is int" for i in range(role.count)) + ")")
+            return exprs, fields, tests
+
+        arrays = [(n, role) for n, role in zip(names, roles) if role in _COMPARED]
+        allocating = compared(arrays)
+        given = compared(arrays + [("out", BUFFER)])
+        self.allocating, self.given = Form(len(allocating[1])), Form(len(given[1]))
+        source = _LANE.format(
+            names=", ".join(names), buffers=", ".join(buffers),
+            allocating_fields=", ".join(allocating[1]), allocating_same=" and ".join(allocating[2]),
+            given_fields=", ".join(given[1]), given_same=" and ".join(given[2]),
+            apart=_apart(buffers, "out"),
+            exact=" and ".join(f"type({v}) in (str, int)" for v, role in values if role == VALUE) or "True",
+            allocating_record=", ".join(allocating[0]), given_record=", ".join(given[0]))
+        scope = dict(settings=_settings, ndarray=np.ndarray, request=request, call=call,
+                     params_of=params_of, given=self.given, allocating=self.allocating)
+        exec(source, scope)   # noqa: S102
+        self.one_shot = scope["one_shot"]
+        self.ran = scope["ran"]

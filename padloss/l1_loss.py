@@ -17,7 +17,7 @@ import numpy as np
 from .arrays import TensorMeta, as_tensor, empty_like_output, numpy_dtype, shape_and_dtype
 from .errors import invalid_argument, null_argument
 from .executor import Executor
-from .fastpath import Prepared
+from .fastpath import BUFFER, VALUE, Prepared
 from .op import Inputs, OpDefinition
 from .rules import FLOATS, INTEGERS, promoted_dtype
 
@@ -185,12 +185,15 @@ def _target_terms(inputs: Inputs, out: TensorMeta) -> tuple:
     return (("self", inputs.dtype), ("out", out.dtype)), {"promoted": inputs.dtype, "outs": (out.dtype,)}
 
 
-_op = OpDefinition(OP, BUFFERS, _validate_inputs, _validate_output, _target_terms)
-
-
-def _reduction_key(reduction: Any) -> Any:
-    """reduction as a memo key part when it is a str or an exact int (True == 1 as a key)."""
+def _memo_params(grad_output: Any, self: Any, target: Any, reduction: Any) -> Any:
+    """The memo key's params: reduction when it is a str or an exact int (True == 1 as a key)."""
     return reduction if type(reduction) in (str, int) else None
+
+
+_op = OpDefinition(OP, BUFFERS, (BUFFER, BUFFER, BUFFER, VALUE), _memo_params, _validate_inputs,
+                   _validate_output, _target_terms)
+
+
 
 
 def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any, reduction: Any,
@@ -204,7 +207,8 @@ def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any
     """
     grad_output = _grad_output_array(grad_output, self, target)
     return _op.get_workspace_size((grad_output, self, target, reduction), (grad_output, self, target),
-                                  _reduction_key(reduction), grad_input, backend, npu_target)
+                                  _memo_params(grad_output, self, target, reduction), grad_input, backend,
+                                  npu_target)
 
 
 def prepare(grad_output: np.ndarray, self: np.ndarray, target: np.ndarray, reduction: int) -> Prepared:
@@ -212,7 +216,7 @@ def prepare(grad_output: np.ndarray, self: np.ndarray, target: np.ndarray, reduc
     ``run(grad_output)`` computes it for a new grad_output of the same metadata
     (padloss.torch plans its backward so in the forward)."""
     return _op.prepare((grad_output, self, target, reduction), (grad_output, self, target),
-                       _reduction_key(reduction))
+                       _memo_params(grad_output, self, target, reduction))
 
 
 def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = "mean", *,
@@ -229,6 +233,6 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     Ascend product whose refusals apply (padloss.npu_targets; None: the ``target`` setting;
     not ``target``, which is aclnn's name for the label).
     """
-    grad_output = _grad_output_array(grad_output, self, target)
-    return _op.call((grad_output, self, target, reduction), (grad_output, self, target),
-                    _reduction_key(reduction), out, backend, npu_target)
+    if type(grad_output) is not np.ndarray:   # the common case needs no call
+        grad_output = _grad_output_array(grad_output, self, target)
+    return _op.one_shot(grad_output, self, target, reduction, out, backend, npu_target)

@@ -5,6 +5,11 @@ An op module (padloss.circular_pad, padloss.l1_loss) fills in an
 
 - ``buffers``: the names of the buffers the kernel touches, in aclnn order,
   the output last (an executor's ``run()`` takes new ones by these names);
+- ``roles``: what the one-shot lane compares of each argument the validator takes
+  (padloss.fastpath.Lane: a buffer's metadata, an untouched array's shape and dtype, a
+  parameter's identity);
+- ``memo_params(*args)``: the op's parameters as a memo-key part, None where they are
+  not known exactly (padloss.fastpath explains the memo and the fast path);
 - ``validate_inputs(*args)``: every rule on the arguments other than the
   output; returns :class:`Inputs` (the input buffers adapted, the shape and
   dtype an output gets, the Problem's params, the template of a new output);
@@ -15,12 +20,11 @@ An op module (padloss.circular_pad, padloss.l1_loss) fills in an
   (padloss.npu_targets.check): the dtypes it checks, by argument, the pad's width,
   whether an input is an integer.
 
-Its public functions then pass their arguments through: ``args`` as the
-validator takes them, ``inputs`` (the input buffers as the caller gave them)
-and ``params``, the op's parameters as a memo-key part (None when they are not
-known exactly; padloss.fastpath explains the memo and the fast path), and
-``target``, the call's ``target=`` (None: the setting), checked once the op's
-own rules passed; the memo keys on its name.
+Its public one-shot function calls ``one_shot(*args, out, backend, target)``; the
+others pass their arguments through: ``args`` as the validator takes them,
+``inputs`` (the input buffers as the caller gave them) and ``params`` (of
+``memo_params``), and ``target``, the call's ``target=`` (None: the setting),
+checked once the op's own rules passed; the memo keys on its name.
 
 The output's name in errors is ``grad_input`` in the two-phase form and
 ``out`` in the one-shot call. All checks run before a backend is asked for
@@ -35,7 +39,7 @@ from .aliasing import check_output_overlap
 from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output
 from .errors import invalid_argument, null_argument
 from .executor import Executor, make_executor
-from .fastpath import Known, Prepared, ValidatedCalls, as_tensors, run_once
+from .fastpath import Known, Lane, Prepared, ValidatedCalls, as_tensors, run_once
 from .problem import Problem
 
 
@@ -53,9 +57,10 @@ class OpDefinition:
     """One op's phase 1 and one-shot call, from its validators (see the module)."""
 
     __slots__ = ("op", "buffers", "inputs", "one_shot_names", "validate_inputs", "validate_output",
-                 "target_terms", "given", "allocating")
+                 "target_terms", "given", "allocating", "lane", "one_shot")
 
-    def __init__(self, op: str, buffers: tuple[str, ...],
+    def __init__(self, op: str, buffers: tuple[str, ...], roles: tuple[str, ...],
+                 memo_params: Callable[..., Any],
                  validate_inputs: Callable[..., Inputs],
                  validate_output: Callable[[TensorMeta, Inputs, str], None],
                  target_terms: Callable[[Inputs, TensorMeta], tuple]):
@@ -68,6 +73,8 @@ class OpDefinition:
         self.target_terms = target_terms
         self.given = ValidatedCalls(op, len(buffers))            # calls given their output
         self.allocating = ValidatedCalls(op, len(self.inputs))   # calls that allocate it
+        self.lane = Lane(roles, self.call, memo_params)
+        self.one_shot = self.lane.one_shot   # (*args, out, backend, target): the public one-shot call
 
     def get_workspace_size(self, args: tuple, inputs: tuple, params: Any, grad_input: Any,
                            backend: str | None, target: str | None) -> tuple[int, Executor]:
@@ -130,20 +137,23 @@ class OpDefinition:
 
     def call(self, args: tuple, inputs: tuple, params: Any, out: Any, backend: str | None,
              target: str | None) -> Any:
-        """The one-shot call: ``out`` written in place, or a new output; returned."""
+        """The one-shot call the long way (``one_shot`` goes here unless it repeats the last
+        call of its form): ``out`` written in place, or a new output; returned."""
         if out is None:
+            form, before = self.lane.allocating, self.allocating.last[-1]   # the last signature found
             known = self.allocating.find(inputs, params, target)
             if known is None:
                 key = self.allocating.key(inputs, params, target)
                 return self._allocating(args, inputs, params, key, backend, target)[1].run()
-            out = known.new_output()
-            buffers = inputs + (out,)
+            buffers = inputs + (known.new_output(),)
         else:
             buffers = inputs + (out,)
+            form, before = self.lane.given, self.given.last[-1]
             known = self.given.find(buffers, params, target)
             if known is None:
                 key = self.given.key(buffers, params, target)
                 return self._planned(self.validate_inputs(*args), out, "out", key, backend, target).run()
             self.given.check_buffers(known, buffers, self.one_shot_names)
         run_once(known, buffers, backend)
-        return out
+        self.lane.ran(form, known, before, args, out, target)
+        return buffers[-1]

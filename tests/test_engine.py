@@ -279,6 +279,131 @@ def test_find_gives_the_dicts_verdict_with_the_last_signature_first():
     assert calls.last[-1] is first and calls.find((a, c), (1,), None) is second
 
 
+def _long_way(monkeypatch, op) -> list:
+    """The calls of ``op`` (an OpDefinition) that go the long way (past its Lane), listed as they come."""
+    came = []
+    for calls in (op.given, op.allocating):
+        real = calls.find
+        monkeypatch.setattr(calls, "find", lambda *a, real=real: came.append(a) or real(*a))
+    return came
+
+
+def test_the_lane_repeats_the_last_call_of_each_form_in_one_step(monkeypatch):
+    """A one-shot call with the arguments of the last one of its form (given its output, or
+    allocating it) reruns that call's plan without going the long way (OpDefinition.call),
+    with the same bits; a str parameter, and a list of pads (a new one each call, as in the
+    README), are compared by their values, not by identity."""
+    from padloss import circular_pad, l1_loss
+
+    go, x, pads = _pad_call(np.random.default_rng(0), np.float32, (2, 3, 8, 8), (3, 3, 3, 3))
+    out = np.empty_like(x)
+    expected = bits(reference.circular_pad2d_backward(go, x.shape, pads))
+    g, t = np.float32(0.5), np.arange(6, dtype=np.float32)
+    x1 = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    out1, want1 = np.empty_like(x1), bits(reference.l1_loss_backward(np.asarray(g), x1, t, "mean"))
+    calls = [(circular_pad, lambda: padloss.circular_pad2d_backward(go, x, pads, out=out), expected),
+             (circular_pad, lambda: padloss.circular_pad2d_backward(go, x, pads), expected),
+             (circular_pad, lambda: padloss.circular_pad2d_backward(go, x, list(pads), out=out), expected),
+             (l1_loss, lambda: padloss.l1_loss_backward(g, x1, t, "".join(["me", "an"]), out=out1), want1),
+             (l1_loss, lambda: padloss.l1_loss_backward(np.asarray(g), x1, t, "mean"), want1)]
+    for module, call, want in calls:
+        for _ in range(3):   # validated, then the long way twice in a row with no call served between
+            np.testing.assert_array_equal(bits(call()), want)
+        long_way = _long_way(monkeypatch, module._op)
+        for _ in range(3):
+            np.testing.assert_array_equal(bits(call()), want)
+        assert long_way == []
+        monkeypatch.undo()
+
+
+def test_the_lane_keeps_serving_one_of_two_alternating_signatures(monkeypatch):
+    """Calls alternating between two signatures, one of them the lane's: the lane keeps
+    serving it and the other goes the long way, rather than each call replacing the record
+    the next one needs (a record costs more than a call the lane serves saves); a signature
+    that then repeats alone is taken up."""
+    from padloss import circular_pad
+
+    rng = np.random.default_rng(0)
+    (go, x, pads), (go2, x2, _) = (_pad_call(rng, np.float32, (2, 3, n, n), (1, 1, 1, 1)) for n in (6, 7))
+    out, out2 = np.empty_like(x), np.empty_like(x2)
+    want, want2 = (bits(reference.circular_pad2d_backward(g, a.shape, pads)) for g, a in ((go, x), (go2, x2)))
+
+    def first():
+        np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go, x, pads, out=out)), want)
+
+    def second():
+        np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go2, x2, pads, out=out2)), want2)
+
+    for _ in range(3):   # the long way twice in a row, no call served between (after other tests: 3 calls)
+        first()
+    second()
+    long_way = _long_way(monkeypatch, circular_pad._op)
+    for _ in range(4):
+        first(), second()
+    assert [buffers[-1].shape for buffers, *_ in long_way] == [x2.shape] * 4
+    for _ in range(3):
+        second()
+    assert len(long_way) == 4 + 1   # the second signature again: now the lane's
+
+
+def test_the_lane_leaves_every_call_it_cannot_vouch_for_to_the_long_way(monkeypatch):
+    """After a repeated call, a call that differs from it in anything its verdict rests on
+    goes the long way and gets its own verdict, an error naming the rule where there is
+    one, with nothing written: a tuple equal to the padding but holding a float, a list
+    changed in place (to other pads, then to a float), a read-only output, an output sharing
+    memory with an input, an array whose shape was changed in place, another target."""
+    from padloss import circular_pad, l1_loss
+    from padloss.config import current
+
+    go, x, pads = _pad_call(np.random.default_rng(0), np.float32, (2, 3, 8, 8), (2, 2, 1, 1))
+    out = np.zeros_like(x)
+
+    def repeated(call):   # from the third call on, the lane's (see the test before)
+        for _ in range(3):
+            call()
+        out[...] = 0
+
+    def refused(call, words):
+        long_way = _long_way(monkeypatch, circular_pad._op)
+        with pytest.raises(padloss.InvalidArgumentError, match=words):
+            call()
+        assert long_way and not out.any()
+        monkeypatch.undo()
+
+    repeated(lambda: padloss.circular_pad2d_backward(go, x, pads, out=out))
+    refused(lambda: padloss.circular_pad2d_backward(go, x, (2.0, 2, 1, 1), out=out), "integers")
+    listed = list(pads)
+    repeated(lambda: padloss.circular_pad2d_backward(go, x, listed, out=out))
+    listed[:2] = [1, 3]   # the same sizes: only the pads differ
+    np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go, x, listed, out=out)),
+                                  bits(reference.circular_pad2d_backward(go, x.shape, listed)))
+    repeated(lambda: padloss.circular_pad2d_backward(go, x, listed, out=out))
+    listed[0] = 1.0   # == 1
+    refused(lambda: padloss.circular_pad2d_backward(go, x, listed, out=out), "integers")
+    repeated(lambda: padloss.circular_pad2d_backward(go, x, pads, out=out))
+    out.flags.writeable = False
+    refused(lambda: padloss.circular_pad2d_backward(go, x, pads, out=out), "read-only")
+    out.flags.writeable = True
+    repeated(lambda: padloss.circular_pad2d_backward(go, x, pads))
+    x.shape = (6, 8, 8)   # rank 3 now: its own verdict, a shape grad_output does not have
+    refused(lambda: padloss.circular_pad2d_backward(go, x, pads), "rank")
+
+    g, t = np.ones((), np.float32), np.zeros(6, np.float32)
+    x1, out1 = np.ones((4, 6), np.float32), np.empty((4, 6), np.float32)
+    for _ in range(3):
+        padloss.l1_loss_backward(g, x1, t, "none", out=out1)
+    long_way = _long_way(monkeypatch, l1_loss._op)
+    before = x1.copy()
+    for same in (x1, x1[:], np.frombuffer(x1, np.float32).reshape(4, 6)):
+        with pytest.raises(padloss.InvalidArgumentError, match="shares memory with 'self'"):
+            padloss.l1_loss_backward(g, x1, t, "none", out=same)
+    np.testing.assert_array_equal(x1, before)
+    assert len(long_way) == 3
+    monkeypatch.setattr(current, "target", "ascend-950")
+    padloss.l1_loss_backward(g, x1, t, "none", out=out1)
+    assert len(long_way) == 4
+
+
 # ------------------------------------------------------------------ executor
 
 

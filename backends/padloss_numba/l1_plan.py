@@ -200,8 +200,20 @@ class L1LossBackwardPlan:
         """``run(args, None, None)`` as a call of no arguments (padloss.backend.Plan)."""
         return functools.partial(self._call, *args)
 
+    def runner(self):
+        """``run(bind(buffers), None, None)`` as one call of the buffers (padloss.backend.Plan)."""
+        return functools.partial(_run_on, self._call, self._flatten, self._constants)
+
     def run(self, args: tuple, workspace, stream) -> None:
         self._call(*args)
+
+
+def _run_on(call, flatten: tuple, constants: tuple, buffers: tuple) -> None:
+    """A plan's kernel ``call`` on what its ``bind`` makes of ``buffers`` (written out here: a
+    Python call less)."""
+    g, x, t, o = flatten
+    grad_output, self_, target, out = buffers
+    call(g(grad_output), x(self_), t(target), o(out), *constants)
 
 
 

@@ -139,6 +139,12 @@ def _streamed_rows(kind: int, layout: str) -> int:
 # The workspace argument of a plan whose row buffers are on the kernel's stack.
 NO_WORKSPACE = np.empty(0, np.uint8)
 
+def _run_on(call, axes: np.ndarray, bind, buffers: tuple) -> None:
+    """A plan's kernel ``call`` on ``buffers`` (through ``bind``, unless None), its rows on the stack."""
+    go, gi = buffers if bind is None else bind(buffers)
+    call(go, gi, axes, NO_WORKSPACE)
+
+
 # Row chunks per thread: enough to balance uneven chunks (band rows cost ~3x a copy).
 CHUNKS_PER_THREAD = 4
 
@@ -210,6 +216,14 @@ class CircularPadPlan:
             return None
         go, gi = arrays
         return functools.partial(self._call, go, gi, self._axes, NO_WORKSPACE)
+
+    def runner(self):
+        """``run(bind(buffers), None, None)`` as one call of the buffers (padloss.backend.Plan),
+        for a plan whose rows are on the stack; None for one that needs a workspace."""
+        if not self._row_on_stack:
+            return None
+        plain = self._view is None and not self._rank3 and self._channels == 1   # bind changes nothing
+        return functools.partial(_run_on, self._call, self._axes, None if plain else self.bind)
 
     def run(self, arrays: tuple, workspace: np.ndarray | None, stream) -> None:
         go, gi = arrays
