@@ -7,7 +7,7 @@ An op module (padloss.circular_pad, padloss.l1_loss) fills in an
   the output last (an executor's ``run()`` takes new ones by these names);
 - ``roles``: what the one-shot lane compares of each argument the validator takes
   (padloss.fastpath.Lane: a buffer's metadata, an untouched array's shape and dtype, a
-  parameter's identity);
+  parameter's identity or value);
 - ``memo_params(*args)``: the op's parameters as a memo-key part, None where they are
   not known exactly (padloss.fastpath explains the memo and the fast path);
 - ``validate_inputs(*args)``: every rule on the arguments other than the
