@@ -425,7 +425,8 @@ class Form:
     """What a :class:`Lane` keeps of one form of call (given its output, or allocating it):
     the ``record`` of the call it repeats (one tuple, replaced whole, so a thread reads a
     consistent one), its ``hits``, and the hits there were at the last call that went the
-    long way (``seen``: ``Lane.ran``)."""
+    long way (``seen``: ``Lane.ran``). The counts steer only when a call is recorded: one lost
+    between threads (``+=`` is not atomic) delays a record, it never makes a wrong one."""
 
     __slots__ = ("record", "hits", "seen")
 
@@ -438,8 +439,8 @@ class Lane:
     """An op's last one-shot call, repeated in one Python frame (docs/performance.md, "Tiny
     calls and autograd"): ``one_shot(*args, out, backend, target)`` is the op's one-shot call.
     Where its arguments are what the call its form repeats (:class:`Form`) ran with
-    (:data:`BUFFER`, :data:`SHAPE`, :data:`VALUE`, :class:`Ints`), the output's buffers pass the per-call
-    checks (``ValidatedCalls.apart``'s test; any doubt goes the long way) and the plan that
+    (:data:`BUFFER`, :data:`SHAPE`, :data:`VALUE`, :class:`Ints`), the output's buffers pass the
+    per-call checks (``ValidatedCalls.apart``'s test; any doubt goes the long way) and the plan that
     call ran is ``Ready.current``, it reruns that plan; anything else goes to ``call``
     (OpDefinition.call), which tells ``ran(form, known, before, args, out, target)`` what
     it ran (``known``, found when ``before`` was the last signature found).
@@ -451,7 +452,7 @@ class Lane:
 
     __slots__ = ("given", "allocating", "one_shot", "ran")
 
-    def __init__(self, roles: tuple[str, ...], call: Callable, params_of: Callable):
+    def __init__(self, roles: tuple[str | Ints, ...], call: Callable, params_of: Callable):
         names = [f"a{i}" for i in range(len(roles))]
         buffers = [n for n, role in zip(names, roles) if role == BUFFER]
         values = [(n, role) for n, role in zip(names, roles) if role == VALUE or isinstance(role, Ints)]

@@ -39,7 +39,7 @@ from .aliasing import check_output_overlap
 from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output
 from .errors import invalid_argument, null_argument
 from .executor import Executor, make_executor
-from .fastpath import Known, Lane, Prepared, ValidatedCalls, as_tensors, run_once
+from .fastpath import Ints, Known, Lane, Prepared, ValidatedCalls, as_tensors, run_once
 from .problem import Problem
 
 
@@ -59,7 +59,7 @@ class OpDefinition:
     __slots__ = ("op", "buffers", "inputs", "one_shot_names", "validate_inputs", "validate_output",
                  "target_terms", "given", "allocating", "lane", "one_shot")
 
-    def __init__(self, op: str, buffers: tuple[str, ...], roles: tuple[str, ...],
+    def __init__(self, op: str, buffers: tuple[str, ...], roles: tuple[str | Ints, ...],
                  memo_params: Callable[..., Any],
                  validate_inputs: Callable[..., Inputs],
                  validate_output: Callable[[TensorMeta, Inputs, str], None],
