@@ -194,8 +194,6 @@ _op = OpDefinition(OP, BUFFERS, (BUFFER, BUFFER, BUFFER, VALUE), _memo_params, _
                    _validate_output, _target_terms)
 
 
-
-
 def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any, reduction: Any,
                                         grad_input: Any, *, backend: str | None = None,
                                         npu_target: str | None = None) -> tuple[int, Executor]:

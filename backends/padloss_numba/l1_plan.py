@@ -216,7 +216,6 @@ def _run_on(call, flatten: tuple, constants: tuple, buffers: tuple) -> None:
     call(g(grad_output), x(self_), t(target), o(out), *constants)
 
 
-
 class OpApiL1Plan:
     """The op-api model (CANN's op_api around its kernel, the product targets'): the
     result computed into P, in the workspace, then cast to grad_input's dtype, where

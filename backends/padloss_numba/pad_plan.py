@@ -139,6 +139,7 @@ def _streamed_rows(kind: int, layout: str) -> int:
 # The workspace argument of a plan whose row buffers are on the kernel's stack.
 NO_WORKSPACE = np.empty(0, np.uint8)
 
+
 def _run_on(call, axes: np.ndarray, bind, buffers: tuple) -> None:
     """A plan's kernel ``call`` on ``buffers`` (through ``bind``, unless None), its rows on the stack."""
     go, gi = buffers if bind is None else bind(buffers)
