@@ -176,7 +176,7 @@ def _run_with_body(go: np.ndarray, out: np.ndarray, pads: tuple, windowed: bool 
 
     executor = padloss.circular_pad2d_backward_get_workspace_size(go, out, pads, out, backend="numba")[1]
     if windowed is not None:
-        monkeypatch.setattr(pad_plan, "_windowed_body", lambda kind, layout, columns_fit: windowed)
+        monkeypatch.setattr(pad_plan, "_windowed_body", lambda kind, columns_fit: windowed)
     plan = pad_plan.CircularPadPlan(executor.problem, numba.get_num_threads())
     plan.run(plan.bind((go, out)), np.empty(plan.workspace_size, np.uint8), None)
     return plan
@@ -231,9 +231,10 @@ def test_large_outputs_rows_outside_the_windows_fold_in_the_body(dtype):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_large_outputs_too_narrow_for_windows_fold_in_either_body(dtype, monkeypatch):
-    """With a pad wider than a window no row folds in windows: a body with them (which a
-    plan takes where it is at hand: pad_plan._windowed_body) streams none and folds every
-    row itself; a body without them does not stream. The same bits as the reference."""
+    """With a pad wider than a window no row folds in windows: a body with them (which
+    strided rows whose columns fit windows run) streams none and folds every row itself; a
+    body without them (pad_plan._windowed_body's pick) does not stream. The same bits as
+    the reference."""
     _streams_bit_exact(dtype, (9, 1, 1, 2), 5, np.empty(STREAMED_SHAPE, DTYPES[dtype]), monkeypatch,
                        {True: True, False: False})
 

@@ -466,16 +466,17 @@ def test_a_first_bench_compiles_its_kernels_ahead_in_a_pool_of_jobs(monkeypatch)
                      "l1, tiny float32 ready", "pad, tiny float32 ready"]
 
 
-def test_each_op_and_dtype_is_one_compile_job_over_every_size_large_first(monkeypatch):
+def test_each_op_and_dtype_is_a_compile_job_of_the_larger_sizes_large_first_then_one_of_tiny(monkeypatch):
     from padloss_numba import variants
 
     args = cli.parser().parse_args(["bench", "--sizes", "tiny", "medium", "large"])
     args.dtypes = ["float32", "float16"]
     monkeypatch.setattr(variants, "listing", lambda: ({}, 3))
     jobs = run.compile_ahead(args)
-    assert [argv[3] for _, argv in jobs[:-2]] == ["large,tiny,medium"] * 4
-    assert sorted((argv[1], argv[4]) for _, argv in jobs[:-2]) == sorted(
-        (op, dtype) for op in ("pad", "l1") for dtype in ("float32", "float16"))
+    assert [argv[3] for _, argv in jobs[:-2]] == ["large,medium"] * 4 + ["tiny"] * 4
+    for group in (jobs[:4], jobs[4:-2]):
+        assert sorted((argv[1], argv[4]) for _, argv in group) == sorted(
+            (op, dtype) for op in ("pad", "l1") for dtype in ("float32", "float16"))
     assert jobs[-2:] == [("ceilings", ["ceilings", "1"]), ("ceilings", ["ceilings", "2"])]   # last, one a mix
 
 

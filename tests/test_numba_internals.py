@@ -89,32 +89,6 @@ def test_a_compiled_wrapper_computes_as_its_dispatcher_and_plans_call_it():
     assert launch.caller(plan._kernel, False) is plan._call
 
 
-def _twice(a):
-    return a + a
-
-
-def test_a_kernel_at_hand_is_compiled_here_or_in_the_compile_cache():
-    """disk_cache.at_hand, which decides whether a pad plan reuses a body rather than compile
-    another (pad_plan._windowed_body): a signature compiled in this process, or one whose
-    entry the compile cache holds (read through Numba's private cache index key and index:
-    numba_internals.disk_cache_of, cache_index_key); not one compiled nowhere."""
-    import numba
-
-    from padloss_numba import building, disk_cache
-
-    if not disk_cache.ENABLED:
-        pytest.skip("the compile cache is off (PADLOSS_NUMBA_CACHE=0)")
-    floats, ints = (numba.float64[:],), (numba.int64[:],)
-    compiled = building.jit()(_twice)
-    compiled.compile(floats)
-    assert disk_cache.at_hand(compiled, floats) and not disk_cache.at_hand(compiled, ints)
-    assert isinstance(numba_internals.disk_cache_of(compiled), disk_cache.GuardedCache)
-    fresh = building.jit()(_twice)   # a new dispatcher: nothing compiled in it, its cache shared
-    assert not fresh.overloads
-    assert disk_cache.at_hand(fresh, floats) and not disk_cache.at_hand(fresh, ints)
-    assert not fresh.overloads   # the index was read, nothing loaded
-
-
 def test_the_private_thread_count_reader_exists_and_agrees():
     """The Numba backend reads the thread count on every call through Numba's private
     lock-free reader (0.14 us, against 0.75 us for numba.get_num_threads()). If Numba

@@ -250,14 +250,6 @@ class GuardedCache(numba_internals.FunctionCache):
                      f"an entry for {sig} does not load: it compiles again and the entry is replaced")
             return None
 
-    def holds(self, sig, target_context) -> bool:
-        """Whether the cache has an entry for ``sig`` of the current sources (its index
-        read, nothing loaded)."""
-        if untrusted(cache_dir()):
-            return False
-        key = numba_internals.cache_index_key(self, sig, target_context)
-        return key in self._cache_file._load_index()
-
     def save_overload(self, sig, data):
         if untrusted(cache_dir()):
             return
@@ -271,20 +263,6 @@ class GuardedCache(numba_internals.FunctionCache):
 def install() -> None:
     """Put the locator first in Numba's list (idempotent)."""
     numba_internals.add_cache_locator(PadlossCacheLocator)
-
-
-def compiled_here(dispatcher, signature: tuple) -> bool:
-    """Whether ``dispatcher`` has compiled (or loaded) ``signature`` in this process."""
-    return tuple(signature) in dispatcher.overloads
-
-
-def at_hand(dispatcher, signature: tuple) -> bool:
-    """Whether ``dispatcher`` has ``signature`` without compiling it: compiled in this
-    process, or in the compile cache for the current sources."""
-    if compiled_here(dispatcher, signature):
-        return True
-    cache = numba_internals.disk_cache_of(dispatcher)
-    return isinstance(cache, GuardedCache) and cache.holds(signature, dispatcher.targetctx)
 
 
 def adopt(dispatcher) -> None:

@@ -2,7 +2,7 @@
 
 Numba's public API has no hook for what these do: a cache locator of padloss's own
 (freshness keyed on all of its sources), locked cache files and a cache that never
-fails a call, whether a kernel's cache holds an entry, the address of a compiled body
+fails a call, the address of a compiled body
 for the entry points that call it, an entry point's compiled wrapper called without
 Numba's dispatch, a lock-free read of the thread count, bodies compiled with their
 array arguments ``noalias``, no SSA pass and no rewrites after typing, and an inliner
@@ -72,11 +72,6 @@ def adopt_cache(dispatcher, cache_class: type, file_class: type | None) -> None:
 def disk_cache_of(dispatcher):
     """``dispatcher``'s disk cache (a FunctionCache), or None where it has none."""
     return dispatcher._cache if isinstance(dispatcher._cache, FunctionCache) else None
-
-
-def cache_index_key(cache, signature: tuple, target_context):
-    """The key under which ``cache`` (a FunctionCache) indexes its entry for ``signature``."""
-    return cache._index_key(tuple(signature), target_context.codegen())
 
 
 def body_address(dispatcher, signature: tuple) -> int:

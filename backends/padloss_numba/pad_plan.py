@@ -12,8 +12,7 @@ from padloss.problem import Problem
 
 from . import variants
 from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
-from .disk_cache import at_hand, compiled_here
-from .indirect import body_signature, compile_called, compile_entry
+from .indirect import compile_called, compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, caller
 from .pad_kernel import (
     AXES,
@@ -89,6 +88,14 @@ def _arrays(kind: int, layout: str) -> tuple:
             numba.types.Array(numba.int64, 1, "C"), numba.types.Array(numba.uint8, 1, "C"))
 
 
+def _windowed_body(kind: int, columns_fit: bool) -> bool:
+    """Whether a plan's body is the one with windows (pad_kernel.chunk_body's ``windowed``):
+    for the kinds that have them, where the plan's columns fit them. Rows too narrow for
+    windows run the body without them, whatever else was compiled before: it runs them
+    faster (docs/performance.md, "Compiled bodies and entry points")."""
+    return kind in WINDOWED_KINDS and columns_fit
+
+
 @functools.lru_cache(maxsize=None)
 def _kernel(kind: int, parallel: bool, layout: str, windowed: bool):
     """The entry point for one storage kind, threading mode and layout ("C" when
@@ -100,27 +107,6 @@ def _kernel(kind: int, parallel: bool, layout: str, windowed: bool):
     variants.record("circular_pad2d_backward", variants.KIND_NAME[kind],
                     LAYOUT_NAME[layout] + ("" if windowed else WINDOWLESS_NAME), parallel)
     return compiled
-
-
-def _windowed_body(kind: int, layout: str, columns_fit: bool) -> bool:
-    """Whether a plan's body is the one with windows (pad_kernel.chunk_body's ``windowed``):
-    for the kinds that have them, where the plan's columns fit them; for rows too narrow
-    for windows only where that body is at hand and the one without is not, compiled in
-    this process first, then in the compile cache (a second body would compile for a second
-    or two, to run such rows a few percent faster; docs/performance.md, "Compiled bodies
-    and entry points"). Once this process has one, the cache's index is not read again."""
-    if kind not in WINDOWED_KINDS:
-        return False
-    if columns_fit:
-        return True
-    signature = body_signature(_arrays(kind, layout))
-    without, with_windows = chunk_body(kind, False), chunk_body(kind, True)
-    for has in (compiled_here, at_hand):
-        if has(without, signature):
-            return False
-        if has(with_windows, signature):
-            return True
-    return False
 
 
 @functools.lru_cache(maxsize=None)
@@ -175,7 +161,7 @@ class CircularPadPlan:
         layout = "C" if c_contiguous(grad_output) and c_contiguous(grad_input) else "A"
         out_nbytes = grad_input.size * _ELEMENT[kind].bitwidth // 8
         w_axes = [self._channels * n for n in (w.crop, w.kept, w.before, w.after)]
-        windowed = _windowed_body(kind, layout, columns_fit_windows(w_axes))
+        windowed = _windowed_body(kind, columns_fit_windows(w_axes))
         self.streams = streams(windowed, out_nbytes, self._parallel, layout == "C")   # past the caches
         self._kernel, body = _kernel(kind, self._parallel, layout, windowed)
         self._call = caller(self._kernel, self._parallel)

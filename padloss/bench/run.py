@@ -134,14 +134,18 @@ def compile_ahead(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     padloss.console.run_jobs) of the bench's kernels, when an available backend would
     compile some of them (``dispatch.would_compile``): a first run, whose compiles would
     otherwise run one after another on one core; none when every backend would load or
-    has nothing to compile. One job an op and dtype, all sizes (large first): a job of
-    its own for the large outputs compiled the pad's body a second time, beside the
-    smaller sizes' job (its large outputs only add the streamed rows); then one job a
-    ceiling's mix, so that the two cores share them as the ops' jobs end."""
+    has nothing to compile. Two jobs an op and dtype: the larger sizes (large first: a job
+    of its own for the large outputs compiled the pad's body a second time, beside the
+    medium one's job; its large outputs only add the streamed rows), then the tiny size
+    (the pad's rows too narrow for windows run a body of their own, compiled beside the
+    other jobs; L1's, compiled by then, loads); then one job a ceiling's mix, so that the
+    cores share them as the ops' jobs end."""
     if not dispatch.would_compile([(op.name, dtype) for op in BENCHED.values() for dtype in args.dtypes]):
         return []
-    sizes = ",".join(sorted(args.sizes, key=lambda size: size != "large"))
-    jobs = [(op, ["prepare", op, args.reduction, sizes, dtype]) for dtype in args.dtypes for op in BENCHED]
+    larger = [size for size in sorted(args.sizes, key=lambda size: size != "large") if size != "tiny"]
+    groups = [",".join(sizes) for sizes in (larger, [size for size in args.sizes if size == "tiny"]) if sizes]
+    jobs = [(op, ["prepare", op, args.reduction, sizes, dtype])
+            for sizes in groups for dtype in args.dtypes for op in BENCHED]
     mixes = sorted({workload(op, "float32", "tiny", args.reduction, filled=False).ceiling_inputs
                     for op in BENCHED})
     return jobs + [("ceilings", ["ceilings", str(n_inputs)]) for n_inputs in mixes]
