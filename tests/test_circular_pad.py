@@ -245,9 +245,9 @@ def test_large_outputs_too_narrow_for_windows_fold_in_either_body(dtype, monkeyp
                                          ((1, 3, 12, 12), (-2, 3, 4, -1))])
 def test_rows_too_narrow_for_windows_fold_alike_in_either_body(dtype, layout, shape, pads, monkeypatch):
     """Rows whose columns do not fit windows (narrower than two, or a pad wider than one) run
-    the body without windows, or the one with them where that is at hand and the other is
-    not (pad_plan._windowed_body): both give the reference's bits. Channels-last rows of
-    pixels may fit windows where their planes' rows do not."""
+    the body without windows (pad_plan._windowed_body); the body with them folds such rows
+    in its loops too, as it folds strided ones: both give the reference's bits.
+    Channels-last rows of pixels may fit windows where their planes' rows do not."""
     for windowed in (False, True):
         go = with_layout(_grad(shape, pads, dtype, 7, special=True), layout)
         out = np.empty(shape, DTYPES[dtype])
