@@ -288,7 +288,7 @@ def _long_way(monkeypatch, op) -> list:
     return came
 
 
-def test_the_lane_repeats_the_last_call_of_each_form_in_one_step(monkeypatch):
+def test_the_lane_repeats_the_last_call_of_each_form_in_one_step(monkeypatch, fresh_cache):
     """A one-shot call with the arguments of the last one of its form (given its output, or
     allocating it) reruns that call's plan without going the long way (OpDefinition.call),
     with the same bits; a str parameter, and a list of pads (a new one each call, as in the
@@ -316,11 +316,12 @@ def test_the_lane_repeats_the_last_call_of_each_form_in_one_step(monkeypatch):
         monkeypatch.undo()
 
 
-def test_the_lane_keeps_serving_one_of_two_alternating_signatures(monkeypatch):
+def test_the_lane_keeps_serving_one_of_two_alternating_signatures(monkeypatch, fresh_cache):
     """Calls alternating between two signatures, one of them the lane's: the lane keeps
     serving it and the other goes the long way, rather than each call replacing the record
     the next one needs (a record costs more than a call the lane serves saves); a signature
-    that then repeats alone is taken up."""
+    that then repeats alone is taken up. (On an empty plan cache: a plan removed to make
+    room sends the lane's next call the long way, as the test after this one shows.)"""
     from padloss import circular_pad
 
     rng = np.random.default_rng(0)
@@ -346,7 +347,26 @@ def test_the_lane_keeps_serving_one_of_two_alternating_signatures(monkeypatch):
     assert len(long_way) == 4 + 1   # the second signature again: now the lane's
 
 
-def test_the_lane_leaves_every_call_it_cannot_vouch_for_to_the_long_way(monkeypatch):
+def test_a_plan_removed_from_the_cache_sends_the_lanes_next_call_the_long_way(monkeypatch, fresh_cache):
+    """The lane reruns a plan only while the plan cache holds it (Ready.current): once any
+    plan was removed (here all of them; a full cache removes its oldest to make room), the
+    repeated call goes the long way, with the same bits, and the lane serves the calls after."""
+    from padloss import circular_pad
+
+    go, x, pads = _pad_call(np.random.default_rng(0), np.float32, (2, 3, 8, 8), (3, 3, 3, 3))
+    out = np.empty_like(x)
+    want = bits(reference.circular_pad2d_backward(go, x.shape, pads))
+    for _ in range(3):
+        padloss.circular_pad2d_backward(go, x, pads, out=out)
+    long_way = _long_way(monkeypatch, circular_pad._op)
+    fresh_cache.clear()
+    for _ in range(3):
+        out[...] = 0
+        np.testing.assert_array_equal(bits(padloss.circular_pad2d_backward(go, x, pads, out=out)), want)
+    assert len(long_way) == 1 and fresh_cache.size == 1
+
+
+def test_the_lane_leaves_every_call_it_cannot_vouch_for_to_the_long_way(monkeypatch, fresh_cache):
     """After a repeated call, a call that differs from it in anything its verdict rests on
     goes the long way and gets its own verdict, an error naming the rule where there is
     one, with nothing written: a tuple equal to the padding but holding a float, a list
