@@ -118,14 +118,18 @@ class PlanCache:
         with self._lock:
             if self._max_size == 0:
                 return plan
-            winner = self._plans.setdefault(key, plan)
-            self._plans.move_to_end(key)
+            winner = self._plans.get(key)
+            if winner is None:   # room first: a reader (``size``, no lock) never sees more than max_size
+                self._evict(room_for=1)
+                self._plans[key] = winner = plan
+            else:                # another thread's build came first: its plan, now the most recent
+                self._plans.move_to_end(key)
             self._newest = key
-            self._evict()
         return winner
 
-    def _evict(self) -> None:
-        while len(self._plans) > self._max_size:
+    def _evict(self, room_for: int = 0) -> None:
+        """Drop the least recently used plans until ``room_for`` more fit."""
+        while len(self._plans) > self._max_size - room_for:
             self._plans.popitem(last=False)
             self.generation += 1
 

@@ -154,6 +154,37 @@ def test_max_size_zero_disables_caching(fresh_cache):
     np.testing.assert_array_equal(first, second)
 
 
+def test_a_full_cache_never_holds_more_than_max_size_while_threads_insert():
+    """A thread reading ``size`` (no lock) while others insert into a full cache sees at most
+    max_size plans: room is made before a plan goes in. (Inserting first, then evicting, let
+    a reader in between see one more: the test above caught it, now and then.) Threads are
+    switched as often as CPython allows, so that a reader lands between any two steps."""
+    cache, seen, done = PlanCache(max_size=6), [], threading.Event()
+
+    def insert(thread):
+        for i in range(20_000):
+            cache.get_or_build((thread, i % 40), object)
+
+    def read():
+        while not done.is_set():
+            seen.append(cache.size)
+
+    reader = threading.Thread(target=read)
+    writers = [threading.Thread(target=insert, args=(t,)) for t in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for t in (reader, *writers):
+            t.start()
+        for t in writers:
+            t.join()
+    finally:
+        done.set()
+        reader.join()
+        sys.setswitchinterval(interval)
+    assert max(seen) == 6 and cache.size == 6
+
+
 def test_lru_eviction_order():
     cache = PlanCache(max_size=2)
     for key in "abc":
