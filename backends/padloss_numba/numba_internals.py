@@ -2,11 +2,11 @@
 
 Numba's public API has no hook for what these do: a cache locator of padloss's own
 (freshness keyed on all of its sources), locked cache files and a cache that never
-fails a call, the address of a compiled body
-for the entry points that call it, an entry point's compiled wrapper called without
-Numba's dispatch, a lock-free read of the thread count, bodies compiled with their
-array arguments ``noalias``, no SSA pass and no rewrites after typing, and an inliner
-that copies and translates each callee less often.
+fails a call, the address of a compiled body for the entry points that call it, an
+entry point's compiled wrapper called without Numba's dispatch, a lock-free read of
+the thread count, bodies compiled with their array arguments ``noalias``, no SSA pass
+and no rewrites after typing, and an inliner that copies and translates each callee
+less often.
 Each name below is private to Numba and may move in any release, so padloss
 declares Numba below the first minor it has not tested (pyproject.toml) and this
 module refuses any release outside that range when it is imported, naming both.
