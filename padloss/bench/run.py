@@ -138,8 +138,9 @@ def compile_ahead(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     of its own for the large outputs compiled the pad's body a second time, beside the
     medium one's job; its large outputs only add the streamed rows), then the tiny size
     (the pad's rows too narrow for windows run a body of their own, compiled beside the
-    other jobs; L1's, compiled by then, loads); then one job a ceiling's mix, so that the
-    cores share them as the ops' jobs end."""
+    other jobs; L1's tiny job shares its body with the larger sizes' job ahead of it, and
+    mostly finds it compiled); then one job a ceiling's mix, so that the cores share them
+    as the ops' jobs end."""
     if not dispatch.would_compile([(op.name, dtype) for op in BENCHED.values() for dtype in args.dtypes]):
         return []
     larger = [size for size in sorted(args.sizes, key=lambda size: size != "large") if size != "tiny"]
