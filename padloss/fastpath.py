@@ -382,6 +382,7 @@ class Ints(NamedTuple):
 
     count: int
 
+
 _LANE = """
 def one_shot({names}, out, backend, target):
     name = settings.target if target is None else target
