@@ -147,8 +147,7 @@ def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padd
     it may be run again, with new buffers of the same metadata passed as
     ``run(grad_output=..., grad_input=...)``.
     """
-    return _op.get_workspace_size((grad_output, self, padding), (grad_output,),
-                                  _memo_params(grad_output, self, padding), grad_input, backend, npu_target)
+    return _op.get_workspace_size((grad_output, self, padding), grad_input, backend, npu_target)
 
 
 def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: Any = None,

@@ -204,17 +204,14 @@ def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any
     (``run(grad_output=..., self=..., target=..., grad_input=...)``).
     """
     grad_output = _grad_output_array(grad_output, self, target)
-    return _op.get_workspace_size((grad_output, self, target, reduction), (grad_output, self, target),
-                                  _memo_params(grad_output, self, target, reduction), grad_input, backend,
-                                  npu_target)
+    return _op.get_workspace_size((grad_output, self, target, reduction), grad_input, backend, npu_target)
 
 
 def prepare(grad_output: np.ndarray, self: np.ndarray, target: np.ndarray, reduction: int) -> Prepared:
     """The allocating call on these NumPy arrays validated and planned, not run: its
     ``run(grad_output)`` computes it for a new grad_output of the same metadata
     (padloss.torch plans its backward so in the forward)."""
-    return _op.prepare((grad_output, self, target, reduction), (grad_output, self, target),
-                       _memo_params(grad_output, self, target, reduction))
+    return _op.prepare((grad_output, self, target, reduction))
 
 
 def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = "mean", *,

@@ -7,7 +7,7 @@ An op module (padloss.circular_pad, padloss.l1_loss) fills in an
   the output last (an executor's ``run()`` takes new ones by these names);
 - ``roles``: what the one-shot lane compares of each argument the validator takes
   (padloss.fastpath.Lane: a buffer's metadata, an untouched array's shape and dtype, a
-  parameter's identity or value);
+  parameter's identity or value); the ``BUFFER`` ones are the input buffers, in order;
 - ``memo_params(*args)``: the op's parameters as a memo-key part, None where they are
   not known exactly (padloss.fastpath explains the memo and the fast path);
 - ``validate_inputs(*args)``: every rule on the arguments other than the
@@ -21,10 +21,10 @@ An op module (padloss.circular_pad, padloss.l1_loss) fills in an
   whether an input is an integer.
 
 Its public one-shot function calls ``one_shot(*args, out, backend, target)``; the
-others pass their arguments through: ``args`` as the validator takes them,
-``inputs`` (the input buffers as the caller gave them) and ``params`` (of
-``memo_params``), and ``target``, the call's ``target=`` (None: the setting),
-checked once the op's own rules passed; the memo keys on its name.
+others pass their arguments through: ``args`` as the validator takes them (the input
+buffers as the caller gave them and the memo params are read from them), and
+``target``, the call's ``target=`` (None: the setting), checked once the op's own
+rules passed; the memo keys on its name.
 
 The output's name in errors is ``grad_input`` in the two-phase form and
 ``out`` in the one-shot call. All checks run before a backend is asked for
@@ -39,7 +39,7 @@ from .aliasing import check_output_overlap
 from .arrays import Tensor, TensorMeta, as_tensor, empty_like_output
 from .errors import invalid_argument, null_argument
 from .executor import Executor, make_executor
-from .fastpath import Ints, Known, Lane, Prepared, ValidatedCalls, as_tensors, run_once
+from .fastpath import BUFFER, Ints, Known, Lane, Prepared, ValidatedCalls, as_tensors, run_once
 from .problem import Problem
 
 
@@ -57,7 +57,7 @@ class OpDefinition:
     """One op's phase 1 and one-shot call, from its validators (see the module)."""
 
     __slots__ = ("op", "buffers", "inputs", "one_shot_names", "validate_inputs", "validate_output",
-                 "target_terms", "given", "allocating", "lane", "one_shot")
+                 "target_terms", "given", "allocating", "lane", "one_shot", "_input_at", "_memo_params")
 
     def __init__(self, op: str, buffers: tuple[str, ...], roles: tuple[str | Ints, ...],
                  memo_params: Callable[..., Any],
@@ -75,16 +75,22 @@ class OpDefinition:
         self.allocating = ValidatedCalls(op, len(self.inputs))   # calls that allocate it
         self.lane = Lane(roles, self.call, memo_params)
         self.one_shot = self.lane.one_shot   # (*args, out, backend, target): the public one-shot call
+        self._input_at = tuple(i for i, role in enumerate(roles) if role == BUFFER)   # input buffers
+        self._memo_params = memo_params
 
-    def get_workspace_size(self, args: tuple, inputs: tuple, params: Any, grad_input: Any,
-                           backend: str | None, target: str | None) -> tuple[int, Executor]:
+    def _inputs_and_params(self, args: tuple) -> tuple[tuple, Any]:
+        """The input buffers among ``args`` (by their roles) and the memo params of ``args``."""
+        return tuple(args[i] for i in self._input_at), self._memo_params(*args)
+
+    def get_workspace_size(self, args: tuple, grad_input: Any, backend: str | None,
+                           target: str | None) -> tuple[int, Executor]:
         """The two-phase form's phase 1: (workspace bytes, executor)."""
-        executor = self.plan(args, inputs, params, grad_input, "grad_input", backend, target)
+        executor = self.plan(args, grad_input, "grad_input", backend, target)
         return executor.workspace_size, executor
 
-    def plan(self, args: tuple, inputs: tuple, params: Any, output: Any, name: str,
-             backend: str | None, target: str | None) -> Executor:
+    def plan(self, args: tuple, output: Any, name: str, backend: str | None, target: str | None) -> Executor:
         """Phase 1 for a given output (``name`` as the caller called it)."""
+        inputs, params = self._inputs_and_params(args)
         buffers = inputs + (output,)
         known = self.given.find(buffers, params, target)
         if known is not None:
@@ -125,10 +131,11 @@ class OpDefinition:
         executor = self._planned(checked, out, "out", given_key, backend, target)
         return self.allocating.remember(key, executor.problem), executor
 
-    def prepare(self, args: tuple, inputs: tuple, params: Any) -> Prepared:
-        """An allocating call on NumPy ``inputs`` validated and planned ahead (under the
-        target setting), not run: the Prepared runs it later on a new first input
-        (padloss.torch plans a backward in its forward, before the gradient exists)."""
+    def prepare(self, args: tuple) -> Prepared:
+        """An allocating call on the NumPy input buffers of ``args`` validated and planned
+        ahead (under the target setting), not run: the Prepared runs it later on a new first
+        input (padloss.torch plans a backward in its forward, before the gradient exists)."""
+        inputs, params = self._inputs_and_params(args)
         known = self.allocating.find(inputs, params, None)
         if known is None:
             key = self.allocating.key(inputs, params, None)
