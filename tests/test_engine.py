@@ -323,18 +323,22 @@ def test_the_lane_repeats_the_last_call_of_each_form_in_one_step(monkeypatch, fr
     """A one-shot call with the arguments of the last one of its form (given its output, or
     allocating it) reruns that call's plan without going the long way (OpDefinition.call),
     with the same bits; a str parameter, and a list of pads (a new one each call, as in the
-    README), are compared by their values, not by identity."""
+    README), are compared by their values, not by identity. The pad's plans run their
+    buffers as given (float32, 4-D) or through their ``bind`` (float16's views, a 3-D input)."""
     from padloss import circular_pad, l1_loss
 
     go, x, pads = _pad_call(np.random.default_rng(0), np.float32, (2, 3, 8, 8), (3, 3, 3, 3))
     out = np.empty_like(x)
     expected = bits(reference.circular_pad2d_backward(go, x.shape, pads))
+    g16, x16, pads16 = _pad_call(np.random.default_rng(2), np.float16, (3, 9, 7), (2, 1, 0, 3))
+    out16, expected16 = np.empty_like(x16), bits(reference.circular_pad2d_backward(g16, x16.shape, pads16))
     g, t = np.float32(0.5), np.arange(6, dtype=np.float32)
     x1 = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
     out1, want1 = np.empty_like(x1), bits(reference.l1_loss_backward(np.asarray(g), x1, t, "mean"))
     calls = [(circular_pad, lambda: padloss.circular_pad2d_backward(go, x, pads, out=out), expected),
              (circular_pad, lambda: padloss.circular_pad2d_backward(go, x, pads), expected),
              (circular_pad, lambda: padloss.circular_pad2d_backward(go, x, list(pads), out=out), expected),
+             (circular_pad, lambda: padloss.circular_pad2d_backward(g16, x16, pads16, out=out16), expected16),
              (l1_loss, lambda: padloss.l1_loss_backward(g, x1, t, "".join(["me", "an"]), out=out1), want1),
              (l1_loss, lambda: padloss.l1_loss_backward(np.asarray(g), x1, t, "mean"), want1)]
     for module, call, want in calls:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Callable
 
 import numba
 import numpy as np
@@ -202,18 +203,25 @@ class L1LossBackwardPlan:
 
     def runner(self):
         """``run(bind(buffers), None, None)`` as one call of the buffers (padloss.backend.Plan)."""
-        return functools.partial(_run_on, self._call, self._flatten, self._constants)
+        return _runner(self._call, self._flatten, self._constants)
 
     def run(self, args: tuple, workspace, stream) -> None:
         self._call(*args)
 
 
-def _run_on(call, flatten: tuple, constants: tuple, buffers: tuple) -> None:
-    """A plan's kernel ``call`` on what its ``bind`` makes of ``buffers`` (written out here: a
-    Python call less)."""
+def _runner(call, flatten: tuple, constants: tuple) -> Callable[[tuple], None]:
+    """A plan's kernel ``call`` on what its ``bind`` makes of the buffers, as one function of
+    them, written out here (a Python call less) with the plan's flatteners and constants in
+    its cells: a closure reads them cheaper than a partial passes them (docs/performance.md,
+    "Tiny calls and autograd")."""
     g, x, t, o = flatten
-    grad_output, self_, target, out = buffers
-    call(g(grad_output), x(self_), t(target), o(out), *constants)
+    nest, coef = constants
+
+    def run_on(buffers: tuple) -> None:
+        grad_output, self_, target, out = buffers
+        call(g(grad_output), x(self_), t(target), o(out), nest, coef)
+
+    return run_on
 
 
 class OpApiL1Plan:

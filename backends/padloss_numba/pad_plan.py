@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import numba
 import numpy as np
@@ -126,10 +127,20 @@ def _streamed_rows(kind: int, layout: str) -> int:
 NO_WORKSPACE = np.empty(0, np.uint8)
 
 
-def _run_on(call, axes: np.ndarray, bind, buffers: tuple) -> None:
-    """A plan's kernel ``call`` on ``buffers`` (through ``bind``, unless None), its rows on the stack."""
-    go, gi = buffers if bind is None else bind(buffers)
-    call(go, gi, axes, NO_WORKSPACE)
+def _runner(call, axes: np.ndarray, bind) -> Callable[[tuple], None]:
+    """A plan's kernel ``call`` on the buffers (through ``bind``, unless None), its rows on the
+    stack, as one function of them: the plan's parts in its cells, which a closure reads
+    cheaper than a partial passes them (docs/performance.md, "Tiny calls and autograd")."""
+    workspace = NO_WORKSPACE
+    if bind is None:
+        def run_on(buffers: tuple) -> None:
+            go, gi = buffers
+            call(go, gi, axes, workspace)
+    else:
+        def run_on(buffers: tuple) -> None:
+            go, gi = bind(buffers)
+            call(go, gi, axes, workspace)
+    return run_on
 
 
 # Row chunks per thread: enough to balance uneven chunks (band rows cost ~3x a copy).
@@ -210,7 +221,7 @@ class CircularPadPlan:
         if not self._row_on_stack:
             return None
         plain = self._view is None and not self._rank3 and self._channels == 1   # bind changes nothing
-        return functools.partial(_run_on, self._call, self._axes, None if plain else self.bind)
+        return _runner(self._call, self._axes, None if plain else self.bind)
 
     def run(self, arrays: tuple, workspace: np.ndarray | None, stream) -> None:
         go, gi = arrays
