@@ -132,14 +132,11 @@ def _runner(call, axes: np.ndarray, bind) -> Callable[[tuple], None]:
     stack, as one function of them: the plan's parts in its cells, which a closure reads
     cheaper than a partial passes them (docs/performance.md, "Tiny calls and autograd")."""
     workspace = NO_WORKSPACE
-    if bind is None:
-        def run_on(buffers: tuple) -> None:
-            go, gi = buffers
-            call(go, gi, axes, workspace)
-    else:
-        def run_on(buffers: tuple) -> None:
-            go, gi = bind(buffers)
-            call(go, gi, axes, workspace)
+
+    def run_on(buffers: tuple) -> None:
+        go, gi = buffers if bind is None else bind(buffers)
+        call(go, gi, axes, workspace)
+
     return run_on
 
 
