@@ -111,13 +111,14 @@ def wide_row_case(draw):
     most 9 never reach: centre runs shorter and longer than COPY_LOOP_MIN_BYTES (a
     memcpy below it, a vector loop from it on), and 16-bit rows whose wrapped runs fold
     in eight-lane windows with the columns between moved (at least two windows of kept
-    columns; pads up to a window wide, and past it, which fold as loops)."""
+    columns; pads up to a window wide, and past it, which fold as loops): in windows, in
+    pad_kernel.CENTRE_LANES-wide moves, or both."""
     from padloss_numba.pad_kernel import COPY_LOOP_MIN_BYTES
     from padloss_numba.window import LANES
 
     dtype = draw(st.sampled_from(sorted(DTYPES)))
     edge = COPY_LOOP_MIN_BYTES // np.dtype(DTYPES[dtype]).itemsize
-    w = draw(st.one_of(st.integers(2 * LANES - 2, 6 * LANES), st.integers(edge - 4, edge + 40)))
+    w = draw(st.one_of(st.integers(2 * LANES - 2, 8 * LANES), st.integers(edge - 4, edge + 40)))
     left, right = draw(st.integers(-3, LANES + 2)), draw(st.integers(-3, LANES + 2))
     h, top, bottom = draw(pad_axis(max_size=4))
     return dtype, (2, h, w), (left, right, top, bottom), draw(st.integers(0, 2**32 - 1)), \

@@ -62,7 +62,11 @@ from .window import LANES, folder, mover
 final_round = {"half_away_from_zero": store_sum_half_away,
                "half_to_even": store_nearest_even}[rules.PAD_FINAL_ROUNDING]
 _fold_window = folder(NARROW[final_round])   # a row's wrapped run, eight lanes at once
-_move_window, _move_two_windows = mover(LANES, NARROW[final_round]), mover(2 * LANES, NARROW[final_round])
+# How many lanes the moves of a row's centre take, by kind (F16, BF16, F32): a cache line of
+# bfloat16 and float32; two windows (half a line) of float16, whose rows are bound by their
+# folds' conversions and ran 2% slower in line moves (docs/performance.md, "Pad kernel").
+CENTRE_LANES = (2 * LANES, 4 * LANES, 2 * LANES)
+_move_window, _move_centre = mover(LANES, NARROW[final_round]), mover(CENTRE_LANES, NARROW[final_round])
 
 
 @njit(inline="always")
@@ -221,14 +225,15 @@ def _row_in_windows(out, h, src, rows, kind, cols):
     wide as its pad, folded in one eight-lane window (padloss_numba.window), the columns
     between them moved (a pair's rounded). float16, bfloat16 and float32 rows only;
     ``_windows_fit`` says where."""
-    # the columns between the windows: moves whose steps LLVM cannot see, two windows wide
-    # while they end inside, then one wide (the last may run into the right window's
-    # columns, written after it). Seen, a loop of moves becomes a memcpy call, which the
-    # row loop keeps registers spilled around even where it is not taken
+    # the columns between the windows: moves whose steps LLVM cannot see, CENTRE_LANES wide
+    # while they end inside, then one window wide (the last may run into the right window's
+    # columns, written after it). Seen, a loop of moves becomes a memcpy call, which the row
+    # loop keeps registers spilled around even where it is not taken
     crop, kept, before, after = cols
-    i, step, one_step = LANES, opaque(2 * LANES), opaque(LANES)
-    while i + 2 * LANES <= kept - LANES:
-        _move_two_windows(out, h, crop + i, src, rows, before + i, kind)
+    wide = CENTRE_LANES[kind]
+    i, step, one_step = LANES, opaque(wide), opaque(LANES)
+    while i + wide <= kept - LANES:
+        _move_centre(out, h, crop + i, src, rows, before + i, kind)
         i += step
     while i < kept - LANES:
         _move_window(out, h, crop + i, src, rows, before + i, kind)

@@ -124,12 +124,12 @@ def _terms(context, builder, aryty, ary, rows, column, vector, widen) -> _Terms:
     return _Terms(loaded[0], total)
 
 
-def mover(lanes: int, narrowers: dict):
+def mover(lanes: int | tuple[int, ...], narrowers: dict):
     """``move(dst, r, d, src, k, s, kind)``, a kernel builtin: ``dst[r, d:d + lanes] =
     src[k, s:s + lanes]`` as one vector load and store, the bits as they are; for a pair
     of rows ``k = (k, k2)``, their float32 sums rounded by ``narrowers`` (as in
     ``folder``). ``kind`` is a literal F16, BF16 or F32, the arrays of its stored type
-    with unit column stride."""
+    with unit column stride; ``lanes`` a number, or a tuple of one per kind (indexed by it)."""
 
     def move(dst, r, d, src, k, s, kind):
         """A kernel builtin (see ``mover``)."""
@@ -137,11 +137,12 @@ def mover(lanes: int, narrowers: dict):
     @builtin(move)
     def _typing(dst, r, d, src, k, s, kind):
         stored, widen, narrow = _lanes_of(kind, dst, src, narrowers, "move")
+        width = lanes[kind.literal_value] if isinstance(lanes, tuple) else lanes
 
         def emit(context, builder, sig, args):
             r, d, s = _indices(context, builder, sig, args, (1, 2, 5))
             rows = _rows(context, builder, sig.args[4], args[4])
-            vector = ir.VectorType(context.get_data_type(stored), lanes)
+            vector = ir.VectorType(context.get_data_type(stored), width)
             terms = _terms(context, builder, sig.args[3], args[3], rows, s, vector, widen)
             value = terms.bits if len(rows) == 1 else narrow(builder, terms.sum)
             builder.store(value, vector_at(context, builder, sig.args[0], args[0], [r, d], vector), align=1)
