@@ -85,7 +85,9 @@ def compiled_wrapper(dispatcher):
     compiled for one signature, compiling on call switched off): what the dispatcher calls
     after typing every argument to pick an overload, 0.2-0.3 us of a tiny call. It checks
     its arguments no further than each array's item size (a wrong rank overruns its
-    argument structures): only arrays of that signature's types may reach it."""
+    argument structures): only arrays of that signature's types may reach it, or, where it
+    is typed for convert.STORAGE_VIEW's integers, the float16, bfloat16 or bool arrays whose
+    bits those hold (read as they are: no view to make)."""
     (signature,) = dispatcher.signatures
     return dispatcher.overloads[tuple(signature)].entry_point
 

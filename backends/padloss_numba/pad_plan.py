@@ -12,7 +12,7 @@ from padloss.geometry import circular_axis
 from padloss.problem import Problem
 
 from . import variants
-from .convert import BF16, F16, F32, F64, STORAGE_CODE, STORAGE_VIEW
+from .convert import BF16, F16, F32, F64, STORAGE_CODE
 from .indirect import compile_called, compile_entry
 from .launch import PARALLEL_MIN_ELEMENTS, caller
 from .pad_kernel import (
@@ -162,7 +162,6 @@ class CircularPadPlan:
         h = circular_axis(height, top, bottom)
         w = circular_axis(width // self._channels, left, right)
         kind = STORAGE_CODE[grad_input.dtype]
-        self._view = STORAGE_VIEW.get(grad_input.dtype)   # float16/bfloat16 travel as uint16 bits
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
         self.context_free = not self._parallel   # a serial run uses no threads
@@ -185,11 +184,10 @@ class CircularPadPlan:
 
     def bind(self, buffers: tuple) -> tuple:
         """The kernel's arrays for these buffers, once per binding (an Executor's runs
-        reuse them): 4-D, float16/bfloat16 as uint16 views. The two views cost 0.6 us
-        warm, 7-8 us right after a medium call has filled the caches with its data."""
+        reuse them): 4-D. float16/bfloat16 arrays go as they are: the kernel's compiled
+        wrapper reads them as the uint16 bits it is typed for (launch.caller), where two
+        views cost a tiny call 0.9-1.2 us (docs/performance.md, "Tiny calls and autograd")."""
         go, gi = buffers
-        if self._view is not None:
-            go, gi = go.view(self._view), gi.view(self._view)
         if self._rank3:
             go, gi = go[None], gi[None]
         if self._channels > 1:
@@ -217,7 +215,7 @@ class CircularPadPlan:
         for a plan whose rows are on the stack; None for one that needs a workspace."""
         if not self._row_on_stack:
             return None
-        plain = self._view is None and not self._rank3 and self._channels == 1   # bind changes nothing
+        plain = not self._rank3 and self._channels == 1   # bind changes nothing
         return _runner(self._call, self._axes, None if plain else self.bind)
 
     def run(self, arrays: tuple, workspace: np.ndarray | None, stream) -> None:
