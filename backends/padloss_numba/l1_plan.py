@@ -81,7 +81,8 @@ def _flattener(meta: TensorMeta):
     address (no copy), chosen once per plan from the buffer's layout; the plan's
     bases and strides index into this view. float16, bfloat16 and bool keep their
     dtype: the kernel's compiled wrapper reads them as the integer bits it is typed for
-    (``_storage``; launch.caller), where a view to those cost a tiny call 0.4 us an array."""
+    (``_storage``; launch.caller), with no view made a call (docs/performance.md, "Tiny
+    calls and autograd")."""
     if meta.strides == _c_strides(meta.shape):
         return np.ndarray.ravel   # the common case, without a Python frame: a view, as C order is contiguous
     reversed_dims = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in meta.strides)

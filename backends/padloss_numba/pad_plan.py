@@ -185,8 +185,8 @@ class CircularPadPlan:
     def bind(self, buffers: tuple) -> tuple:
         """The kernel's arrays for these buffers, once per binding (an Executor's runs
         reuse them): 4-D. float16/bfloat16 arrays go as they are: the kernel's compiled
-        wrapper reads them as the uint16 bits it is typed for (launch.caller), where two
-        views cost a tiny call 0.9-1.2 us (docs/performance.md, "Tiny calls and autograd")."""
+        wrapper reads them as the uint16 bits it is typed for (launch.caller), with no view
+        made a call (docs/performance.md, "Tiny calls and autograd")."""
         go, gi = buffers
         if self._rank3:
             go, gi = go[None], gi[None]
