@@ -91,9 +91,9 @@ def test_a_compiled_wrapper_computes_as_its_dispatcher_and_plans_call_it():
 
 def test_a_compiled_wrapper_reads_any_array_of_its_item_size_as_its_type():
     """Plans hand float16, bfloat16 and bool arrays to wrappers typed for uint16 and uint8
-    as they are (no view: a tiny 16-bit pad call's two views cost a third of it): the wrapper
-    checks an array's item size, not its dtype, and reads its bits. If Numba starts checking
-    the dtype, this fails first (and every 16-bit and bool kernel test after it)."""
+    as they are, with no view made a call (docs/performance.md, "Tiny calls and autograd"):
+    the wrapper checks an array's item size, not its dtype, and reads its bits. If Numba
+    starts checking the dtype, this fails first (and every 16-bit and bool kernel test after it)."""
     import ml_dtypes
     import numba
 
