@@ -1005,22 +1005,24 @@ def test_an_executor_reruns_its_buffers_as_one_call_and_new_buffers_bind_anew(op
     assert ws > 0 and wide._launch is None
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("op", ["pad", "pad with a workspace", "l1"])
-def test_an_executor_runs_its_buffers_as_they_were_bound(op):
+def test_an_executor_runs_its_buffers_as_they_were_bound(op, dtype):
     """Plans call their kernels' compiled wrappers, which trust the types of what they are
-    given (numba_internals.compiled_wrapper): an executor binds views of its own, so the
-    caller's array objects reshaped in place afterwards (to another rank, which a wrapper
-    would misread) change nothing its runs see: the same memory, read and written as bound."""
+    given (numba_internals.compiled_wrapper; float16 arrays too, read as their uint16 bits):
+    an executor binds views of its own, so the caller's array objects reshaped in place
+    afterwards (to another rank, which a wrapper would misread) change nothing its runs see:
+    the same memory, read and written as bound."""
     rng = np.random.default_rng(5)
     width = WIDE if "workspace" in op else 5
-    gi = np.full((2, 3, 6, width), np.nan, np.float32)
+    gi = np.full((2, 3, 6, width), np.nan, dtype)
     if op.startswith("pad"):
-        go, x, p = _pad_call(rng, np.float32, gi.shape, (2, 1, 1, 2))
+        go, x, p = _pad_call(rng, dtype, gi.shape, (2, 1, 1, 2))
         ex = padloss.circular_pad2d_backward_get_workspace_size(go, x, p, gi)[1]
         want = reference.circular_pad2d_backward(go, x.shape, p)
     else:
-        go, x = (rng.standard_normal(gi.shape).astype(np.float32) for _ in range(2))
-        t = np.zeros(gi.shape, np.float32)
+        go, x = (rng.standard_normal(gi.shape).astype(dtype) for _ in range(2))
+        t = np.zeros(gi.shape, dtype)
         ex = padloss.l1_loss_backward_get_workspace_size(go, x, t, "none", gi)[1]
         want = reference.l1_loss_backward(go, x, t, "none")
     ex.run()

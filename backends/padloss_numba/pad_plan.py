@@ -196,7 +196,7 @@ class CircularPadPlan:
 
     def bind_kept(self, buffers: tuple) -> tuple:
         """``bind`` for buffers an executor keeps: where ``bind`` handed a caller's array on
-        as it is (float32 and float64 of rank 4), a view of its own, so that the array
+        as it is (rank 4, rows of one channel, any dtype), a view of its own, so that the array
         changed in place after it was validated (another rank, say) never reaches the
         kernel's compiled wrapper, which trusts its type (launch.caller)."""
         go, gi = self.bind(buffers)
