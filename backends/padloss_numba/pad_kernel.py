@@ -64,7 +64,7 @@ final_round = {"half_away_from_zero": store_sum_half_away,
 _fold_window = folder(NARROW[final_round])   # a row's wrapped run, eight lanes at once
 # How many lanes the moves of a row's centre take, by kind (F16, BF16, F32): a cache line of
 # bfloat16 and float32; two windows (half a line) of float16, whose rows are bound by their
-# folds' conversions and ran 2% slower in line moves (docs/performance.md, "Pad kernel").
+# folds' conversions and ran slower in line moves (docs/performance.md, "Pad kernel").
 CENTRE_LANES = (2 * LANES, 4 * LANES, 2 * LANES)
 _move_window, _move_centre = mover(LANES, NARROW[final_round]), mover(CENTRE_LANES, NARROW[final_round])
 
