@@ -324,7 +324,7 @@ def test_the_lane_repeats_the_last_call_of_each_form_in_one_step(monkeypatch, fr
     allocating it) reruns that call's plan without going the long way (OpDefinition.call),
     with the same bits; a str parameter, and a list of pads (a new one each call, as in the
     README), are compared by their values, not by identity. The pad's plans run their
-    buffers as given (float32, 4-D) or through their ``bind`` (float16's views, a 3-D input)."""
+    buffers as given (4-D) or through their ``bind`` (a 3-D input, float16 here)."""
     from padloss import circular_pad, l1_loss
 
     go, x, pads = _pad_call(np.random.default_rng(0), np.float32, (2, 3, 8, 8), (3, 3, 3, 3))
