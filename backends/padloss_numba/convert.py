@@ -81,6 +81,11 @@ HALF_COMPARES_NATIVE = any(f == "+avx512fp16" or f.startswith("+avx10") for f in
 # AVX2's 32): for kernels that write fixed-width vectors of them, sized to the registers.
 VECTOR_BYTES = 64 if "+avx512bw" in _FEATURES else 32
 
+# The 16-bit lanes of one x86 ``psignw`` (negate each lane where another operand's is
+# negative) on the target's registers: AVX2's 16 where those are 32 bytes; 0 with AVX-512,
+# which has no psignw of 64 bytes, and off x86. LLVM does not form it from the generic IR.
+SIGN_LANES = 16 if "+avx2" in _FEATURES and VECTOR_BYTES == 32 else 0
+
 
 @intrinsic
 def opaque(typingctx, x):

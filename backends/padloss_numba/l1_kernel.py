@@ -37,6 +37,7 @@ from .convert import (
     F16,
     F64,
     HALF_COMPARES_NATIVE,
+    SIGN_LANES,
     VECTOR_BYTES,
     builtin,
     constant_like,
@@ -251,6 +252,32 @@ def _infinity_of(kind, name: str) -> int:
     return INFINITY[kind.literal_value]
 
 
+def _negated_where_negative(b, m, v):
+    """``m``'s lanes negated where ``v``'s are negative, for an ``m`` that is 0 where ``v``
+    is: ``(m ^ s) - s`` for ``v``'s sign lanes ``s``; on AVX2 registers one ``psignw`` each
+    (convert.SIGN_LANES), which LLVM does not make of the first: the pick's fifteen
+    instructions a register become eleven (docs/performance.md, "L1: signs and picks")."""
+    lanes = m.type.count if isinstance(m.type, ir.VectorType) else 1
+    registers = lanes // SIGN_LANES if SIGN_LANES and lanes % SIGN_LANES == 0 else 0
+    if not registers or registers & (registers - 1):   # (a power of two of them: joined pairwise)
+        s = b.ashr(v, constant_like(ir.IntType(16), 15, v))
+        return b.sub(b.xor(m, s), s)
+    register = ir.VectorType(ir.IntType(16), SIGN_LANES)
+    psign = b.module.declare_intrinsic("llvm.x86.avx2.psign.w",
+                                       fnty=ir.FunctionType(register, [register, register]))
+    signed = [b.call(psign, [_lanes(b, m, first, SIGN_LANES), _lanes(b, v, first, SIGN_LANES)])
+              for first in range(0, lanes, SIGN_LANES)]
+    while len(signed) > 1:   # joined pairwise back into one vector
+        signed = [_lanes(b, low, 0, 2 * low.type.count, high) for low, high in zip(signed[::2], signed[1::2])]
+    return signed[0]
+
+
+def _lanes(b, v, first: int, count: int, after=None):
+    """Lanes ``first .. first + count`` of ``v``, or of ``v`` and ``after`` end to end."""
+    indices = ir.Constant(ir.VectorType(ir.IntType(32), count), list(range(first, first + count)))
+    return b.shuffle_vector(v, after if after is not None else ir.Constant(v.type, ir.Undefined), indices)
+
+
 def _picked(b, x, t, g, infinity: int):
     """``picked_bits``' IR, on 16-bit integers or vectors of them alike."""
     i16 = ir.IntType(16)
@@ -261,8 +288,8 @@ def _picked(b, x, t, g, infinity: int):
     limit, sign, magnitude = constant(infinity), constant(0x8000), constant(0x7FFF)
 
     def ordered(v):   # (the value as an int16 that orders as the float, its magnitude)
-        m, s = b.and_(v, magnitude), b.ashr(v, constant(15))
-        return b.sub(b.xor(m, s), s), m
+        m = b.and_(v, magnitude)
+        return _negated_where_negative(b, m, v), m
 
     (kx, mx), (kt, mt) = ordered(x), ordered(t)
     quiet_nan = constant(infinity | infinity >> 1)   # the exponent and the top fraction bit
