@@ -424,40 +424,50 @@ AVX2_TARGET = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ",".join(
                       "invpcid lzcnt mmx movbe pclmul popcnt rdrnd sahf sse sse2 sse3 sse4.1 sse4.2 "
                       "ssse3 xsave xsaveopt").split())}
 
-_FLOAT16_SIGNS_SCRIPT = """
+_SIGNS_SCRIPT = """
 import json
+import ml_dtypes
 import numpy as np
 import padloss
 from padloss import reference
 from padloss_numba import convert
 
-every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)   # every float16, NaNs and infs too
 rng = np.random.default_rng(0)
-x = np.concatenate([every, every, every, every])
-t = np.concatenate([every, -every, rng.permutation(every), np.nextafter(every, np.float16(np.inf))])
 mismatches = {}
-for reduction in ("mean", "none"):
-    g = np.float16(0.75) if reduction == "mean" else rng.permutation(x)
-    got = padloss.l1_loss_backward(g, x, t, reduction)
-    want = reference.l1_loss_backward(g, x, t, reduction)
-    differ = got.view(np.uint16) != want.view(np.uint16)
-    mismatches[reduction] = int(np.count_nonzero(differ & ~(np.isnan(got) & np.isnan(want))))   # NaN = NaN
-print(json.dumps({"native": convert.HALF_COMPARES_NATIVE, "mismatches": mismatches}))
+for dtype, grads in ((np.float16, (np.float16, np.float32)), (ml_dtypes.bfloat16, (ml_dtypes.bfloat16,))):
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    every = bits.view(dtype)   # every value, NaNs and infs too
+    x = np.concatenate([every, every, every, every])
+    t = np.concatenate([every, -every, rng.permutation(every), (bits + np.uint16(1)).view(dtype)])
+    for g_dtype in grads:
+        for reduction in ("mean", "none"):
+            g = g_dtype(0.75) if reduction == "mean" else rng.permutation(x).astype(g_dtype)
+            got = padloss.l1_loss_backward(g, x, t, reduction)
+            want = reference.l1_loss_backward(g, x, t, reduction)
+            differ = got.view(f"u{got.itemsize}") != want.view(f"u{want.itemsize}")
+            nans = np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32))
+            key = f"{np.dtype(dtype).name} {np.dtype(g_dtype).name} {reduction}"
+            mismatches[key] = int(np.count_nonzero(differ & ~nans))   # NaN = NaN
+print(json.dumps({"native": convert.HALF_COMPARES_NATIVE, "sign_lanes": convert.SIGN_LANES,
+                  "mismatches": mismatches}))
 """
 
 
-def test_float16_signs_without_native_half_compares():
-    """Where float16 compares are not native (AVX2), the sign of self - target comes from
-    the float32 difference (l1_kernel._sign): every float16 value against itself, its
-    negation, its neighbour and a shuffle, bit-exact to the reference (a NaN's sign and
-    payload are not the contract's: none picks a NaN grad's bits), in a process that
-    compiles for an AVX2 CPU."""
+def test_16_bit_signs_on_an_avx2_target():
+    """In a process that compiles for an AVX2 CPU: every float16 and bfloat16 value against
+    itself, its negation, a shuffle and the next bit pattern, bit-exact to the reference (a
+    NaN's sign and payload are not the contract's: none picks a NaN grad's bits). A grad of
+    their own kind picks on the stored bits in 16-bit lanes, ordered by psignw
+    (l1_kernel._picked); a float32 grad with float16 operands signs their float32
+    difference, as float16 compares are not native there (l1_kernel._sign)."""
     env = dict(os.environ, **AVX2_TARGET)
-    proc = subprocess.run([sys.executable, "-c", _FLOAT16_SIGNS_SCRIPT], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", _SIGNS_SCRIPT], env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
-    assert result == {"native": False, "mismatches": {"mean": 0, "none": 0}}
+    cases = [f"{d} {g} {r}" for d, grads in (("float16", ("float16", "float32")), ("bfloat16", ("bfloat16",)))
+             for g in grads for r in ("mean", "none")]
+    assert result == {"native": False, "sign_lanes": 16, "mismatches": dict.fromkeys(cases, 0)}
 
 
 @pytest.mark.parametrize("pair, g_dtype, out_dtype", [
