@@ -413,9 +413,9 @@ def test_runs_walk_either_way_by_where_the_output_lies(dtype, reduction, gap):
     ahead = 1 if 0 < gap < l1_kernel.ALIAS_NEAR else -1 if -l1_kernel.ALIAS_NEAR < gap < 0 else 0
     o16, x16 = out.view(np.uint16), x.view(np.uint16)
     assert l1_kernel._ahead(o16, 0, x16, 0) == ahead
-    first, step = l1_kernel._runs_walk(0, 5, 3 * ahead)
-    assert (first, step) == ((4 * l1_kernel.PICK_LANES, -l1_kernel.PICK_LANES) if ahead > 0
-                             else (0, l1_kernel.PICK_LANES))
+    lanes = l1_kernel.VARYING_PICK_LANES if reduction == "none" else l1_kernel.FIXED_PICK_LANES
+    first, step = l1_kernel._runs_walk(0, 5, lanes, 3 * ahead)
+    assert (first, step) == ((4 * lanes, -lanes) if ahead > 0 else (0, lanes))
 
 
 # Numba compiling for an AVX2 CPU without AVX512-FP16, whatever the host.

@@ -301,16 +301,20 @@ def _picked(b, x, t, g, infinity: int):
     return b.select(nan, zero, picked)
 
 
-# Elements ``pick_lanes`` takes at once: two vector registers of 16-bit lanes (64 with
-# AVX-512BW, 32 with AVX2), where LLVM vectorised the element loop one register wide
-# (docs/performance.md, "L1: signs and picks").
-PICK_LANES = VECTOR_BYTES
+# Elements ``pick_lanes`` takes at once, by how g comes (docs/performance.md, "L1: signs and
+# picks"). One pattern for the row (a fixed grad): two vector registers of 16-bit lanes (64
+# with AVX-512BW, 32 with AVX2), where LLVM vectorised the element loop one register wide.
+# One g a lane: as many with AVX-512's 32 registers; with AVX2's 16, one register, as two
+# spilled the grad's patterns, made lane by lane, to the stack.
+FIXED_PICK_LANES = VECTOR_BYTES
+VARYING_PICK_LANES = VECTOR_BYTES if VECTOR_BYTES == 64 else VECTOR_BYTES // 2
 
 
 def pick_lanes(out, o, x, xo, t, to, g, go, kind):
     """``out[o + i] = picked_bits(x[xo + i], t[to + i], g[go + i], kind)`` for the
-    ``PICK_LANES`` lanes i, as vectors (1-D uint16 arrays, unit stride); ``g`` may also be
-    one 16-bit pattern for every lane (``go`` unused then); kernels only (a builtin)."""
+    ``VARYING_PICK_LANES`` lanes i, as vectors (1-D uint16 arrays, unit stride); or, for
+    ``g`` one 16-bit pattern for every lane (``go`` unused then), ``FIXED_PICK_LANES`` of
+    them; kernels only (a builtin)."""
 
 
 @builtin(pick_lanes)
@@ -322,7 +326,8 @@ def _type_pick_lanes(out, o, x, xo, t, to, g, go, kind):
     if not per_lane and not isinstance(g, types.Integer):
         raise errors.TypingError("pick_lanes takes g as a 1-D uint16 array or a 16-bit pattern")
     infinity = _infinity_of(kind, "pick_lanes")
-    vector = ir.VectorType(ir.IntType(16), PICK_LANES)
+    lanes = VARYING_PICK_LANES if per_lane else FIXED_PICK_LANES
+    vector = ir.VectorType(ir.IntType(16), lanes)
 
     def emit(context, builder, sig, args):
         def at(array, offset):   # a vector* to args[array][args[offset]]
@@ -333,7 +338,7 @@ def _type_pick_lanes(out, o, x, xo, t, to, g, go, kind):
         if per_lane:
             g = builder.load(at(6, 7), align=1)
         else:
-            g = splat(builder, context.cast(builder, args[6], sig.args[6], types.uint16), PICK_LANES)
+            g = splat(builder, context.cast(builder, args[6], sig.args[6], types.uint16), lanes)
         builder.store(_picked(builder, x, t, g, infinity), at(0, 1), align=1)
         return context.get_dummy_value()
 
@@ -397,29 +402,29 @@ def _ahead(out, o, a, ao):
 
 
 @njit(inline="always")
-def _runs_walk(j0, runs, ahead):
-    """(first run's start, step) of ``runs`` runs of PICK_LANES elements from j0: backward
+def _runs_walk(j0, runs, lanes, ahead):
+    """(first run's start, step) of ``runs`` runs of ``lanes`` elements from j0: backward
     when the output lies ahead of more inputs than behind (``ahead`` > 0), else forward."""
     if ahead > 0:
-        return j0 + (runs - 1) * PICK_LANES, -PICK_LANES
-    return j0, PICK_LANES
+        return j0 + (runs - 1) * lanes, -lanes
+    return j0, lanes
 
 
 @njit(inline="always")
 def _row_fixed_picked(kinds, exact, term, g, self_, target, out, j0, j1, ahead):
     """``_row_fixed_grad`` where self, target, P and the output are one 16-bit kind (its
-    ``term`` picks on the stored bits): with unit strides ``PICK_LANES`` elements at a
-    time (``pick_lanes``, g's stored bits in every lane), the rest as ``_row_fixed_grad``."""
+    ``term`` picks on the stored bits): with unit strides ``FIXED_PICK_LANES`` elements at
+    a time (``pick_lanes``, g's stored bits in every lane), the rest as ``_row_fixed_grad``."""
     ok = kinds[3]
     (x, x0, xs), (t, t0, ts), (o, o0, os) = self_, target, out
     if xs == 1 and ts == 1 and os == 1:
         bits = _store(ok, exact, g)
-        runs = (j1 - j0) // PICK_LANES
-        first, step = _runs_walk(j0, runs, ahead)
+        runs = (j1 - j0) // FIXED_PICK_LANES
+        first, step = _runs_walk(j0, runs, FIXED_PICK_LANES, ahead)
         for i in range(runs):
             j = first + i * step
             pick_lanes(o, o0 + j, x, x0 + j, t, t0 + j, bits, 0, ok)
-        j0 += runs * PICK_LANES
+        j0 += runs * FIXED_PICK_LANES
     _row_fixed_grad(kinds, exact, term, g, self_, target, out, j0, j1, ahead)
 
 
@@ -455,19 +460,19 @@ def _row_picked(kinds, exact, grad, self_, target, out, j0, j1, coef, ahead):
     """``_row`` where grad_output, self, target and the output are one 16-bit kind and
     the coefficient is 1 (none or sum, ``exact``): each element picked on the stored
     bits (``picked_bits``, as ``_row_fixed_grad``'s term picks), nothing widened or
-    rounded. With unit strides, ``PICK_LANES`` elements at a time (``pick_lanes``), the
+    rounded. With unit strides, ``VARYING_PICK_LANES`` elements at a time (``pick_lanes``), the
     rest one by one; the runs go the way ``_runs_walk`` says. (This loop and
     ``_row_fixed_picked``'s stay apart: one helper for both ran slower for an AVX2
     target; docs/performance.md, "L1: signs and picks".)"""
     ok = kinds[3]
     (go, g0, gs), (x, x0, xs), (t, t0, ts), (o, o0, os) = grad, self_, target, out
     if gs == 1 and xs == 1 and ts == 1 and os == 1:
-        runs = (j1 - j0) // PICK_LANES
-        first, step = _runs_walk(j0, runs, ahead)
+        runs = (j1 - j0) // VARYING_PICK_LANES
+        first, step = _runs_walk(j0, runs, VARYING_PICK_LANES, ahead)
         for i in range(runs):
             j = first + i * step
             pick_lanes(o, o0 + j, x, x0 + j, t, t0 + j, go, g0 + j, ok)
-        j0 += runs * PICK_LANES
+        j0 += runs * VARYING_PICK_LANES
     for j in range(j0, j1):
         o[np.uint64(o0 + j * os)] = picked_bits(x[np.uint64(x0 + j * xs)], t[np.uint64(t0 + j * ts)],
                                                 go[np.uint64(g0 + j * gs)], ok)
@@ -542,7 +547,7 @@ def straight(kinds, exact, term, row, fixed_row, factor, inputs, out, span, stag
 
 
 # Lines in a streamed step: two, the 128-byte vector a 16-bit pick writes under AVX-512
-# (PICK_LANES), stored as it is (nontemporal.stream_lines).
+# (FIXED_PICK_LANES), stored as it is (nontemporal.stream_lines).
 STEP_LINES = 2
 
 
