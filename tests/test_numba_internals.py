@@ -112,6 +112,34 @@ def test_a_compiled_wrapper_reads_any_array_of_its_item_size_as_its_type():
         assert out.view(stored).tolist() == a.view(stored).tolist()
 
 
+def test_a_compiled_wrapper_takes_an_array_of_a_lower_rank_than_typed_by_its_data_and_size():
+    """L1 plans hand C-contiguous buffers of any rank up to l1_plan.AS_IS_RANK, as they are,
+    to a wrapper typed for that rank, whose entry reads only their data, size and item size
+    (indirect.flat): the wrapper fills those in from the array and checks no rank. If Numba
+    starts checking the rank, or sizes an array by its typed shape, this fails first (and
+    the L1 tests after it)."""
+    import numba
+
+    from padloss_numba.indirect import flat
+    from padloss_numba.l1_plan import AS_IS_RANK
+
+    def weighted(a, out):
+        a, out = flat(a), flat(out)
+        for i in range(a.size):
+            out[i] = a[i] * (i + 1)
+
+    typed = numba.types.Array(numba.float64, AS_IS_RANK, "C")
+    kernel = numba.njit(_nrt=False)(weighted)
+    kernel.compile((typed, typed))
+    kernel.disable_compile()
+    call = numba_internals.compiled_wrapper(kernel)
+    for shape in [(), (5,), (2, 3), (2, 1, 3), (2, 2, 1, 3)][:AS_IS_RANK + 1]:
+        a = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape)
+        out = np.zeros(shape)
+        call(a, out)
+        assert out.tolist() == (a * np.arange(1, a.size + 1).reshape(shape)).tolist(), shape
+
+
 def test_the_private_thread_count_reader_exists_and_agrees():
     """The Numba backend reads the thread count on every call through Numba's private
     lock-free reader (0.14 us, against 0.75 us for numba.get_num_threads()). If Numba

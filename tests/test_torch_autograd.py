@@ -374,9 +374,10 @@ def test_a_planned_backward_reruns_the_last_plan_while_request_registry_and_cach
 @pytest.mark.parametrize("strided", [False, True])
 def test_the_l1_plans_bind_around_binds_as_bind_does(dtype, strided):
     """The Numba L1 plan's bind_around(middle) (what a planned backward binds its new gradient
-    and output with) gives the kernel the arguments bind gives it: the same views of the
+    and output with) gives the kernel the arguments bind gives it: the same elements of the
     same memory, then the plan's own (a view of the wrong buffer or order would compute
-    other bits, or read out of bounds)."""
+    other bits, or read out of bounds); the gradient and output as they are where every
+    buffer is C-contiguous (l1_plan.AS_IS_RANK), flat views otherwise."""
     from padloss.arrays import numpy_dtype
     from padloss_numba.l1_plan import L1LossBackwardPlan
 
@@ -389,8 +390,12 @@ def test_the_l1_plans_bind_around_binds_as_bind_does(dtype, strided):
     assert isinstance(plan, L1LossBackwardPlan)
     plain, around = plan.bind((g, x, t, out)), plan.bind_around((x, t))(g, out)
     assert len(plain) == len(around) == 6
+    def elements(a):   # where they start, how many, of what
+        return a.__array_interface__["data"], a.size, a.dtype
+
     for a, b in zip(plain[:4], around[:4]):
-        assert (a.__array_interface__, a.dtype) == (b.__array_interface__, b.dtype)
+        assert a.ndim == 1 and b.flags.c_contiguous and elements(a) == elements(b)
+    assert (around[0] is g and around[3] is out) is not strided
     assert plain[4] is around[4] and plain[5] is around[5]
 
 

@@ -29,12 +29,12 @@ from .numba_internals import body_address, inliner_copies_less
 STACK_ALIGN = 64   # bytes: a cache line, so a staging run can leave in whole-line stores
 
 
-def compile_entry(entry, body, signature: tuple) -> tuple:
-    """Compile ``body`` for ``signature`` plus (chunk, chunks) and ``entry`` for
-    ``signature``, compiling on call switched off for the entry (each plan
-    compiles exactly the variant it runs); return the entry and the body's
-    address, which the entry takes in its int64 parameter array."""
-    for_body = body_signature(signature)
+def compile_entry(entry, body, signature: tuple, body_args: tuple | None = None) -> tuple:
+    """Compile ``body`` for ``body_args`` (default ``signature``: what the entry hands on)
+    plus (chunk, chunks) and ``entry`` for ``signature``, compiling on call switched off
+    for the entry (each plan compiles exactly the variant it runs); return the entry and
+    the body's address, which the entry takes in its int64 parameter array."""
+    for_body = body_signature(signature if body_args is None else body_args)
     with inliner_copies_less(), collector_paused():
         body.compile(for_body)
         entry.compile(tuple(signature))
@@ -114,6 +114,27 @@ def stack_array(typingctx, like, nbytes):
         return array._getvalue()
 
     return array_type(like, nbytes), codegen
+
+
+@intrinsic
+def flat(typingctx, array):
+    """A C-contiguous ``array`` as the 1-D array of its elements, a view of the same type
+    otherwise, made of its data pointer, element count and item size alone (where Numba's
+    ``reshape`` calls a C helper, 0.03 us of a tiny call an array, and compiles functions
+    of its own): its shape and strides are never read, so it may come from a compiled
+    wrapper typed for a higher rank than the array's (numba_internals.compiled_wrapper)."""
+    if not isinstance(array, types.Array) or array.layout != "C":
+        raise errors.TypingError("flat(array) takes a C-contiguous array")
+    flat_type = array.copy(ndim=1)
+
+    def codegen(context, builder, sig, args):
+        source = context.make_array(array)(context, builder, args[0])
+        view = context.make_array(flat_type)(context, builder)
+        context.populate_array(view, data=source.data, shape=[source.nitems], strides=[source.itemsize],
+                               itemsize=source.itemsize, meminfo=source.meminfo, parent=source.parent)
+        return view._getvalue()
+
+    return flat_type(array), codegen
 
 
 @intrinsic

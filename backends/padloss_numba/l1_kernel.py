@@ -50,7 +50,7 @@ from .convert import (
     store_nearest_even,
     vector_at,
 )
-from .indirect import call_body, stack_array
+from .indirect import call_body, flat, stack_array
 from .nontemporal import LINE, STAGE_BYTES, drain, fence, item_bytes, lead_in, stream_lines
 from .numba_internals import BodyCompiler
 from .scalars import apart, greater, lesser
@@ -608,8 +608,10 @@ CHUNKS, BODY = NEST.chunks, NEST.body
 def make_kernel(parallel: bool):
     """Compile-on-first-call entry ``kernel(go, self, target, out, nest, coef)``:
     runs the body at address ``nest[BODY]`` (``chunk_body``, compiled for these
-    argument types; padloss_numba.indirect) on each of the ``nest[CHUNKS]``
-    pieces of the work, in parallel or (the serial entry) as one piece.
+    argument types, each array of them 1-D) on each of the ``nest[CHUNKS]``
+    pieces of the work, in parallel or (the serial entry) as one piece. It views
+    each array flat (indirect.flat): a plan may type them of a higher rank than they
+    have, to hand them over as they are (l1_plan.AS_IS_RANK).
 
     ``nest`` is :data:`NEST` packed: the loop shape (``RANK`` dims), each array's
     strides over it (4 x ``RANK``), each array's offset of element 0, the inner block
@@ -620,11 +622,13 @@ def make_kernel(parallel: bool):
     """
     if parallel:
         def kernel(go, x, t, out, nest, coef):
+            go, x, t, out = flat(go), flat(x), flat(t), flat(out)
             chunks = nest[CHUNKS]
             for chunk in prange(chunks):
                 call_body(nest[BODY], (go, x, t, out, nest, coef, np.int64(chunk), chunks))
     else:
         def kernel(go, x, t, out, nest, coef):
+            go, x, t, out = flat(go), flat(x), flat(t), flat(out)
             call_body(nest[BODY], (go, x, t, out, nest, coef, np.int64(0), np.int64(1)))
 
     return jit(parallel=parallel, _nrt=False)(kernel)

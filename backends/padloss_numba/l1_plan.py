@@ -6,7 +6,8 @@ output walks backwards, orders dims by the output's strides, merges adjacent
 dims that every tensor walks contiguously, and pads the result to the kernel's
 fixed rank. Most calls coalesce to one or two dims, so the inner loop is long;
 and as the kernel sees flat arrays over a fixed rank, layouts never add
-compiled variants (only the dtype mix does). It also fixes the mean coefficient,
+compiled variants (only the dtype mix does, and whether all four buffers go to
+the kernel as they are: ``_as_they_are``). It also fixes the mean coefficient,
 decides whether the output is streamed past the caches (large, contiguous
 inner dim) and compiles the kernel for its exact signature. ``bind`` makes flat views of
 the buffers' memory (once per executor binding); ``run`` only launches.
@@ -90,12 +91,35 @@ def _flattener(meta: TensorMeta):
     return lambda arr: as_strided(arr[reversed_dims], (span,), (arr.itemsize,))
 
 
-def _flat_type(meta: TensorMeta, writable: bool) -> numba.types.Array:
-    """The Numba type of ``meta``'s flat view as the kernel is compiled for it:
-    inputs read-only and every array possibly unaligned, the widest types its
-    views can take, so that writable or aligned views convert to it at call time
-    (NumPy arrays from an offset buffer can be unaligned)."""
-    return numba.types.Array(numba.from_dtype(_storage(meta)), 1, "C", readonly=not writable, aligned=False)
+# The rank of the kernel's arguments where a plan's buffers go as they are: NCHW's. Higher
+# ones are flattened in Python instead: each dim is two more values the kernel's wrapper
+# unpacks and passes on every call (rank 8 cost a tiny run() 0.02 us).
+AS_IS_RANK = 4
+
+
+def _as_they_are(metas) -> bool:
+    """Whether a plan's buffers go to the kernel as they are: all C-contiguous, of at most
+    ``AS_IS_RANK`` dims. The kernel's entry views each flat itself (l1_kernel.make_kernel),
+    and a one-shot call makes no view in Python (docs/performance.md, "Tiny calls and
+    autograd"); otherwise the plan hands over the views its flatteners make."""
+    return all(len(m.shape) <= AS_IS_RANK and m.strides == _c_strides(m.shape) for m in metas)
+
+
+def _argument_type(meta: TensorMeta, writable: bool, rank: int) -> numba.types.Array:
+    """The Numba type the kernel's entry is compiled for of ``meta``'s buffer: its flat view
+    (``rank`` 1), or ``rank`` ``AS_IS_RANK`` for a buffer of that rank or lower as it is or
+    its flat view: the compiled wrapper fills in such an array's data, size and item size,
+    all that the entry reads of it (indirect.flat; numba_internals.compiled_wrapper), so
+    ranks add no compiled variants. Inputs read-only and every array possibly unaligned,
+    the widest types its arrays can take, so that writable or aligned ones convert to it
+    at call time (NumPy arrays from an offset buffer can be unaligned)."""
+    dtype = numba.from_dtype(_storage(meta))
+    return numba.types.Array(dtype, rank, "C", readonly=not writable, aligned=False)
+
+
+def _as_given(buffer):
+    """A buffer as it is (``bind_around``'s grad_output and output, where they go so)."""
+    return buffer
 
 
 def _storage(meta: TensorMeta) -> np.dtype:
@@ -123,7 +147,9 @@ def _compiled_kernel(kinds: tuple, promoted: int, parallel: bool, exact: bool, s
     another; Numba's dispatcher converts only when it may not compile. One
     dispatcher per signature, so that switch is never flipped back while
     another thread calls."""
-    compiled = compile_entry(make_kernel(parallel), chunk_body(kinds, promoted, exact, streams), signature)
+    flat = tuple(t.copy(ndim=1) if isinstance(t, numba.types.Array) else t for t in signature)   # the body's
+    compiled = compile_entry(make_kernel(parallel), chunk_body(kinds, promoted, exact, streams),
+                             signature, flat)
     names = [variants.KIND_NAME.get(k) or str(array.dtype) for k, array in zip(kinds, signature)]
     body = ("exact" if exact else "rounded") + (" streamed" if streams else "")   # its store
     variants.record("l1_loss_backward", "{}, {}, {} -> {}".format(*names), body, parallel)
@@ -151,6 +177,7 @@ class L1LossBackwardPlan:
         steps = sum(((0,) * pad + s for s in loop_strides), ())
         coef = mean_coefficient(shape, compute_dtype(promoted)) if reduction == 1 else compute(1.0)
         self._flatten = tuple(_flattener(m) for m in metas)
+        self._as_is = _as_they_are(metas)
         self._parallel = problem.output.size >= PARALLEL_MIN_ELEMENTS
         self.context_free = not self._parallel   # a serial run uses no threads
         chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1
@@ -166,7 +193,8 @@ class L1LossBackwardPlan:
         nest = NEST.pack(dims=dims, steps=steps, starts=starts, block=block, chunks=chunks, body=0)
         self._constants = (nest, coef)
         kinds = tuple(storage_kind(m.dtype) for m in metas)
-        signature = (tuple(_flat_type(m, writable=(i == 3)) for i, m in enumerate(metas))
+        rank = AS_IS_RANK if self._as_is else 1
+        signature = (tuple(_argument_type(m, i == 3, rank) for i, m in enumerate(metas))
                      + tuple(numba.typeof(c) for c in self._constants))
         # sign * grad_output, unscaled (none, sum) and in the output's own dtype, is a value that
         # dtype holds: +-grad_output, or a zero or NaN
@@ -184,8 +212,11 @@ class L1LossBackwardPlan:
 
     def bind_around(self, middle: tuple):
         """``bind`` for runs whose self and target are always ``middle``: their flat views
-        made here, once."""
+        made here, once; grad_output and the output, new arrays of the planned layout each
+        run (padloss.fastpath.Prepared), go as they are where the plan's buffers do."""
         g, x, t, o = self._flatten
+        if self._as_is:
+            g = o = _as_given
         self_, target = middle
         fixed, constants = (x(self_), t(target)), self._constants
         return lambda grad_output, out: (g(grad_output), *fixed, o(out), *constants)
@@ -196,19 +227,25 @@ class L1LossBackwardPlan:
 
     def runner(self):
         """``run(bind(buffers), None, None)`` as one call of the buffers (padloss.backend.Plan)."""
-        return _runner(self._call, self._flatten, self._constants)
+        return _runner(self._call, None if self._as_is else self._flatten, self._constants)
 
     def run(self, args: tuple, workspace, stream) -> None:
         self._call(*args)
 
 
-def _runner(call, flatten: tuple, constants: tuple) -> Callable[[tuple], None]:
-    """A plan's kernel ``call`` on what its ``bind`` makes of the buffers, as one function of
-    them, written out here (a Python call less) with the plan's flatteners and constants in
-    its cells: a closure reads them cheaper than a partial passes them (docs/performance.md,
+def _runner(call, flatten: tuple | None, constants: tuple) -> Callable[[tuple], None]:
+    """A plan's kernel ``call`` on the buffers, as they are (``flatten`` None: the one-shot
+    call's buffers, checked in the same call) or as its ``bind`` flattens them, as one function
+    of them, written out here (a Python call less) with the plan's flatteners and constants
+    in its cells: a closure reads them cheaper than a partial passes them (docs/performance.md,
     "Tiny calls and autograd")."""
-    g, x, t, o = flatten
     nest, coef = constants
+    if flatten is None:
+        def run_as_they_are(buffers: tuple) -> None:
+            grad_output, self_, target, out = buffers
+            call(grad_output, self_, target, out, nest, coef)
+        return run_as_they_are
+    g, x, t, o = flatten
 
     def run_on(buffers: tuple) -> None:
         grad_output, self_, target, out = buffers

@@ -87,7 +87,10 @@ def compiled_wrapper(dispatcher):
     its arguments no further than each array's item size (a wrong rank overruns its
     argument structures): only arrays of that signature's types may reach it, or, where it
     is typed for convert.STORAGE_VIEW's integers, the float16, bfloat16 or bool arrays whose
-    bits those hold (read as they are: no view to make)."""
+    bits those hold (read as they are: no view to make). An array of a lower rank than typed
+    fills in its data pointer, size and item size, and its shape and strides one after the
+    other in the slots of the first dims, leaving the rest unset: what indirect.flat reads
+    of it is right, nothing else is (l1_plan's buffers as they are, l1_plan.AS_IS_RANK)."""
     (signature,) = dispatcher.signatures
     return dispatcher.overloads[tuple(signature)].entry_point
 
