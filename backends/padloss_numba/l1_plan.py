@@ -106,11 +106,11 @@ def _as_they_are(metas) -> bool:
 
 
 def _argument_type(meta: TensorMeta, writable: bool, rank: int) -> numba.types.Array:
-    """The Numba type the kernel's entry is compiled for of ``meta``'s buffer: its flat view
-    (``rank`` 1), or ``rank`` ``AS_IS_RANK`` for a buffer of that rank or lower as it is or
-    its flat view: the compiled wrapper fills in such an array's data, size and item size,
-    all that the entry reads of it (indirect.flat; numba_internals.compiled_wrapper), so
-    ranks add no compiled variants. Inputs read-only and every array possibly unaligned,
+    """The Numba type the kernel's entry is compiled for of ``meta``'s buffer: of ``rank`` 1
+    (its flat view), or ``AS_IS_RANK`` (the buffer as it is, or the flat view an executor
+    binds): a compiled wrapper fills in an array of that rank or lower by its data, size and
+    item size, all the entry reads of it (indirect.flat; numba_internals.compiled_wrapper),
+    so ranks add no compiled variants. Inputs read-only and every array possibly unaligned,
     the widest types its arrays can take, so that writable or aligned ones convert to it
     at call time (NumPy arrays from an offset buffer can be unaligned)."""
     dtype = numba.from_dtype(_storage(meta))
