@@ -390,6 +390,7 @@ def test_the_l1_plans_bind_around_binds_as_bind_does(dtype, strided):
     assert isinstance(plan, L1LossBackwardPlan)
     plain, around = plan.bind((g, x, t, out)), plan.bind_around((x, t))(g, out)
     assert len(plain) == len(around) == 6
+
     def elements(a):   # where they start, how many, of what
         return a.__array_interface__["data"], a.size, a.dtype
 
