@@ -84,7 +84,7 @@ def _flattener(meta: TensorMeta):
     dtype: the kernel's compiled wrapper reads them as the integer bits it is typed for
     (``_storage``; launch.caller), with no view made a call (docs/performance.md, "Tiny
     calls and autograd")."""
-    if meta.strides == _c_strides(meta.shape):
+    if _c_contiguous(meta):
         return np.ndarray.ravel   # the common case, without a Python frame: a view, as C order is contiguous
     reversed_dims = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in meta.strides)
     span = 1 + sum((n - 1) * abs(s) for n, s in zip(meta.shape, meta.strides))
@@ -102,7 +102,7 @@ def _as_they_are(metas) -> bool:
     ``AS_IS_RANK`` dims. The kernel's entry views each flat itself (l1_kernel.make_kernel),
     and a one-shot call makes no view in Python (docs/performance.md, "Tiny calls and
     autograd"); otherwise the plan hands over the views its flatteners make."""
-    return all(len(m.shape) <= AS_IS_RANK and m.strides == _c_strides(m.shape) for m in metas)
+    return all(len(m.shape) <= AS_IS_RANK and _c_contiguous(m) for m in metas)
 
 
 def _argument_type(meta: TensorMeta, writable: bool, rank: int) -> numba.types.Array:
@@ -125,6 +125,11 @@ def _as_given(buffer):
 def _storage(meta: TensorMeta) -> np.dtype:
     """The dtype the kernel reads ``meta``'s elements as."""
     return np.dtype(STORAGE_VIEW.get(meta.dtype, meta.dtype))
+
+
+def _c_contiguous(meta: TensorMeta) -> bool:
+    """Whether a buffer's elements lie in C order, one after the other."""
+    return meta.strides == _c_strides(meta.shape)
 
 
 def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
