@@ -310,6 +310,26 @@ def test_bench_table_lists_the_torch_autograd_rows(report):
     assert len(rows) == 3 and rows[0].split()[1:3] == ["tiny", "float32"]
 
 
+def test_bench_peers_leave_large_out_with_quick():
+    def parsed(*argv):
+        return cli.parser().parse_args(["bench", *argv])
+
+    assert rounds.peer_sizes(parsed("--quick")) == ["tiny", "medium"]
+    assert rounds.peer_sizes(parsed("--quick", "--sizes", "large")) == []
+    assert rounds.peer_sizes(parsed()) == list(workloads.SIZES)
+    args = parsed("--quick", "--dtypes", "float32", "float16")
+    assert peers.steps(args, "jax") == 2 * 2 * len(OPS)   # the progress bar counts the peers' steps
+    assert peers.steps(args, "torch") == (2 + 1) * 2 * len(OPS) + 1
+
+
+def test_bench_speedups_over_a_peer_are_at_the_largest_size_it_was_timed_at(report):
+    if not peers.installed("jax"):
+        pytest.skip("needs jax")
+    with_large = dict(report, sizes={**report["sizes"], "large": list(workloads.SIZES["large"])})
+    lines = bench_report.format_report(with_large).splitlines()
+    assert f"speedup over {workloads.JAX_VJP} at tiny (medians: timed in its own process):" in lines
+
+
 def test_bench_autograd_rows_are_tiny_only_with_quick():
     def sizes(*argv):
         return rounds.autograd_sizes(cli.parser().parse_args(["bench", *argv]))

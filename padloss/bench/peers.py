@@ -152,9 +152,9 @@ def peer_side(spec: dict) -> None:
             found, refused = torch_candidates(w, args.backends)
         else:
             found, refused = jax_candidates(w), {}
-        # torch compiles nothing on a first call (padloss's backends here were called once), jax's jit does
-        timed = rounds.time_candidates(w, found, refused, args, not_measured, args.peer,
-                                       compiles=args.peer != "torch")
+        # nothing here compiles on its first timed call: torch compiles nothing (padloss's backends
+        # here were called once), and jax_candidates made each jitted vjp's compiling call
+        timed = rounds.time_candidates(w, found, refused, args, not_measured, args.peer, compiles=False)
         results[f"{op} {size} {dtype}"] = [list(r) for r in timed.values()]
         if through_autograd and size in rounds.autograd_sizes(args):
             step(f"{op} through torch autograd, {size}, {dtype}")
@@ -170,10 +170,11 @@ def peer_side(spec: dict) -> None:
 
 def steps(args: argparse.Namespace, peer: str) -> int:
     """How many progress steps a peer's child takes."""
+    sizes = len(rounds.peer_sizes(args))
     if peer == "torch":
-        sizes = len(args.sizes) + len(rounds.autograd_sizes(args))
+        sizes += len(rounds.autograd_sizes(args))
         return sizes * len(args.dtypes) * len(BENCHED) + 1
-    return len(rounds.workloads(args))
+    return sizes * len(args.dtypes) * len(BENCHED)
 
 
 def timed(args: argparse.Namespace) -> dict[str, str | None]:
@@ -193,8 +194,8 @@ def start(args: argparse.Namespace, backends: list[str]) -> dict[str, subprocess
     """Start each timed peer's child (peer_side). It imports its framework and warms it
     up while this process compiles, then waits: :func:`report` sets it timing once
     nothing else runs."""
-    spec = dict(sizes=args.sizes, dtypes=args.dtypes, reduction=args.reduction, rounds=args.rounds,
-                round_s=args.round_s, quick=args.quick, threads=args.threads,
+    spec = dict(sizes=rounds.peer_sizes(args), dtypes=args.dtypes, reduction=args.reduction,
+                rounds=args.rounds, round_s=args.round_s, quick=args.quick, threads=args.threads,
                 backends=[b for b in backends if b in TORCH_BACKENDS])
     return {peer: subprocess.Popen([sys.executable, "-m", "padloss.child", "peer",
                                     json.dumps(dict(spec, peer=peer))],

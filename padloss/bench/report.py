@@ -124,8 +124,11 @@ def format_report(report: dict) -> str:
     for bar, op in zip((i for i, ch in enumerate(drawn[0]) if ch == "|"), ops):
         above = above.ljust(bar) + "| " + op
     lines += [above, *drawn]
-    largest = list(report["sizes"])[-1]
     for peer, key in ((TORCH_NATIVE, "speedup_vs_native"), (JAX_VJP, "speedup_vs_jax")):
+        # the largest size the peer was timed at (--quick leaves large out)
+        timed_at = [size for size in report["sizes"] if any(r["size"] == size and r.get(key)
+                                                            for r in report["results"])]
+        largest = timed_at[-1] if timed_at else None
         cells: dict[str, list[str]] = {}
         for r in report["results"]:
             if r["size"] == largest and r["impl"].startswith("padloss") and r.get(key):

@@ -20,12 +20,20 @@ def time_candidates(w: Workload, found: dict, refused: dict[str, str], args: arg
                     not_measured: dict[str, str], group: str, compiles: bool = True
                     ) -> dict[str, timing.Result]:
     """Interleaved rounds of ``found``; ``compiles=False`` for callables that compile
-    nothing on a first call (torch's), which then make no untimed calls."""
+    nothing on a first call (the peers': torch's, and JAX's already compiled), which then
+    make no untimed calls."""
     not_measured.update({f"{name}, {w.label}": why for name, why in refused.items()})
     if not compiles:
         return timing.sized_rounds(found, args.rounds, args.round_s, group=group)
     calls = {name: timing.calls_per_round(fn, args.round_s) for name, (fn, _) in found.items()}
     return timing.interleaved(found, rounds=args.rounds, calls=calls, warmup=0, group=group)
+
+
+def peer_sizes(args: argparse.Namespace) -> list[str]:
+    """The sizes the peer frameworks are timed at: every size asked for; with --quick all but
+    large (torch's large pad backward takes 0.4-0.8 s a call: the peers' large workloads were a
+    third of the quick run's time, `padloss bench` times them)."""
+    return [s for s in args.sizes if s != "large" or not args.quick]
 
 
 def autograd_sizes(args: argparse.Namespace) -> list[str]:

@@ -50,7 +50,7 @@ def calls_per_round(fn: Callable[[], object], round_s: float, max_calls: int = 2
     slow); they double as a warm-up. A first, untimed call may compile: timed,
     it made a microsecond call look slow, so each round held one cold call.
     ``first_s``, the time of a call already made, stands for that call and the
-    first timed one, for a callable that never compiles (torch's: see
+    first timed one, for a callable that never compiles (a peer's: see
     ``sized_rounds``)."""
     if first_s is None:
         fn()
@@ -84,7 +84,7 @@ def interleaved(candidates: dict[str, tuple[Callable[[], object], int]], rounds:
 
 def sized_rounds(candidates: dict[str, tuple[Callable[[], object], int]], rounds: int, round_s: float,
                  group: str = "") -> dict[str, Result]:
-    """``interleaved`` rounds of callables that never compile (torch's), with no untimed
+    """``interleaved`` rounds of callables that never compile (the peers'), with no untimed
     call: a first round of one call each sizes the rounds (``calls_per_round``). Where
     one call fills a round for every candidate, that round is the first of ``rounds``:
     torch's large pad backward, 0.4-0.6 s a call, then runs ``rounds`` calls, not one more."""
