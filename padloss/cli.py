@@ -177,7 +177,8 @@ def parser() -> argparse.ArgumentParser:
                                    "and the NumPy reference, with streaming ceiling kernels of the same "
                                    "read/write mix, in interleaved rounds.")
     b.add_argument("--quick", action="store_true",
-                   help="float32 only, 3 short rounds, the backends of CPU arrays only: about 16 seconds")
+                   help="float32 only, 3 short rounds, the backends of CPU arrays only, the peers "
+                        "up to medium: about 10 seconds")
     b.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
     b.add_argument("--dtypes", nargs="+", choices=list(catalogue.BENCH_DTYPES), default=None,
                    help="default: all (float32 with --quick)")
@@ -211,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"info": info, "check": check, "warmup": warmup, "bench": bench, "cache": cache}
     status = commands[args.command](args)
     if argv is NO_SUBCOMMAND:
-        print("\n(the quick run; `padloss bench` times every dtype, `padloss check` compares with "
-              "padloss.reference, `padloss info` shows the set-up)")
+        print("\n(the quick run; `padloss bench` times every dtype and the peers at large, "
+              "`padloss check` compares with padloss.reference, `padloss info` shows the set-up)")
     return status
 
 
