@@ -31,8 +31,8 @@ def time_candidates(w: Workload, found: dict, refused: dict[str, str], args: arg
 
 def peer_sizes(args: argparse.Namespace) -> list[str]:
     """The sizes the peer frameworks are timed at: every size asked for; with --quick all but
-    large (torch's large pad backward takes 0.4-0.8 s a call: the peers' large workloads were a
-    third of the quick run's time, `padloss bench` times them)."""
+    large (torch's autograd takes most of a second a call on the large pad, and the peers' large
+    rows were most of the quick run: docs/performance.md; `padloss bench` times them)."""
     return [s for s in args.sizes if s != "large" or not args.quick]
 
 

@@ -94,12 +94,13 @@ def _measure(args: argparse.Namespace, progress: Progress, backends: list[str],
     cpu_start = timing.cpu_seconds()
     if args.threads:
         numba.set_num_threads(args.threads)
-    not_measured.update({"pytorch" if peer == "torch" else peer: why
-                         for peer, why in peers.timed(args).items() if why})
-    left_out = [size for size in args.sizes if size not in rounds.peer_sizes(args)]
-    not_measured.update({f"{'pytorch' if peer == 'torch' else peer} at {', '.join(left_out)}":
-                         "--quick (`padloss bench` times it there too)"
-                         for peer, why in peers.timed(args).items() if why is None and left_out})
+    left_out = ", ".join(size for size in args.sizes if size not in rounds.peer_sizes(args))
+    for peer, why in peers.timed(args).items():
+        name = "pytorch" if peer == "torch" else peer
+        if why:
+            not_measured[name] = why
+        elif left_out:
+            not_measured[f"{name} at {left_out}"] = "--quick (`padloss bench` times it there too)"
     if "large" in args.sizes:
         not_measured[REFERENCE] = "at large (a model, not a kernel: 0.2 to 2 s a call)"
     torch_backends = [b for b in backends if b in TORCH_BACKENDS]
