@@ -120,9 +120,9 @@ def stack_array(typingctx, like, nbytes):
 def flat(typingctx, array):
     """A C-contiguous ``array`` as the 1-D array of its elements, a view of the same type
     otherwise, made of its data pointer, element count and item size alone (where Numba's
-    ``reshape`` calls a C helper, 0.03 us of a tiny call an array, and compiles functions
-    of its own): its shape and strides are never read, so it may come from a compiled
-    wrapper typed for a higher rank than the array's (numba_internals.compiled_wrapper)."""
+    ``reshape`` calls a C helper a call and compiles functions of its own: docs/performance.md,
+    "Tiny calls and autograd"): its shape and strides are never read, so it may come from a
+    compiled wrapper typed for a higher rank than the array's (numba_internals.compiled_wrapper)."""
     if not isinstance(array, types.Array) or array.layout != "C":
         raise errors.TypingError("flat(array) takes a C-contiguous array")
     flat_type = array.copy(ndim=1)

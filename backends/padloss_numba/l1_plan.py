@@ -93,7 +93,7 @@ def _flattener(meta: TensorMeta):
 
 # The rank of the kernel's arguments where a plan's buffers go as they are: NCHW's. Higher
 # ones are flattened in Python instead: each dim is two more values the kernel's wrapper
-# unpacks and passes on every call (rank 8 cost a tiny run() 0.02 us).
+# unpacks and passes on every call (docs/performance.md, "Tiny calls and autograd").
 AS_IS_RANK = 4
 
 
