@@ -94,7 +94,8 @@ def _measure(args: argparse.Namespace, progress: Progress, backends: list[str],
     cpu_start = timing.cpu_seconds()
     if args.threads:
         numba.set_num_threads(args.threads)
-    left_out = ", ".join(size for size in args.sizes if size not in rounds.peer_sizes(args))
+    timed_at = rounds.peer_sizes(args)
+    left_out = ", ".join(size for size in args.sizes if size not in timed_at)
     for peer, why in peers.timed(args).items():
         name = "pytorch" if peer == "torch" else peer
         if why:
