@@ -150,6 +150,7 @@ def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padd
     return _op.get_workspace_size((grad_output, self, padding), grad_input, backend, npu_target)
 
 
+@_op.one_shot_function
 def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: Any = None,
                             backend: str | None = None, npu_target: str | None = None) -> Any:
     """Gradient of 2-D circular padding with respect to its input.
@@ -162,4 +163,3 @@ def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: A
     names the Ascend product whose refusals apply (padloss.npu_targets; None: the
     ``target`` setting).
     """
-    return _op.one_shot(grad_output, self, padding, out, backend, npu_target)

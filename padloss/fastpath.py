@@ -44,22 +44,24 @@ skips the two costly parts of phase 1 when its signature was seen before:
    finishes; a run that finds none (the first, or another call's run is using
    it) allocates.
 
-3. **The last call, repeated** (:class:`Lane`). Each op's one-shot call starts in one
-   generated Python function that compares its arguments with those of the last call of its
-   form that ran twice in a row, and where they match (and the output passes the per-call
-   checks in their cheap form) reruns that call's plan: 1 and 2 above without the memo
-   params, the key, the Python calls between them. A tiny call is mostly such calls.
+3. **The last call, repeated** (:class:`Lane`). Each op's public one-shot function is one
+   generated Python function (the op module's def gives its signature and docstring) that
+   compares its arguments with those of the last call of its form that ran twice in a row,
+   and where they match (and the output passes the per-call checks in their cheap form)
+   reruns that call's plan: 1 and 2 above without the memo params, the key, the Python
+   calls between them. A tiny call is mostly such calls.
 
 A :class:`Prepared` is an allocating call planned ahead (padloss.torch plans a
 backward in its forward): it reruns its signature's Ready as an Executor reruns
 its plan, with fewer checks than a one-shot call (it says which, and why).
 
-Where the pieces are used: padloss.op.OpDefinition's ``one_shot`` (a Lane's) and
+Where the pieces are used: padloss.op.OpDefinition's ``one_shot_function`` (a Lane's) and
 ``call`` are the one-shot flow of both ops; padloss.executor builds Executors and fetches plans and imports
 nothing from here.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Hashable, NamedTuple
 
 import numpy as np
@@ -384,8 +386,8 @@ class Ints(NamedTuple):
 
 
 _LANE = """
-def one_shot({names}, out, backend, target):
-    name = settings.target if target is None else target
+def {function}({names}, *, out, backend, npu_target):{adapt}
+    name = settings.target if npu_target is None else npu_target
     if out is None:
         {allocating_fields}, t, known = allocating.record
         if name is t and {allocating_same}:
@@ -405,21 +407,27 @@ def one_shot({names}, out, backend, target):
                     given.hits += 1
                     ready.launch(({buffers}, out))
                     return out
-    return call(({names},), ({buffers},), params_of({names}), out, backend, target)
+    return call(({names},), ({buffers},), params_of({names}), out, backend, npu_target)
 
 
-def ran(form, known, before, args, out, target):
+def ran(form, known, before, args, out, npu_target):
     hits = form.hits
     if known is before and hits == form.seen:
         {names}, = args
         if {exact}:
-            name = settings.target if target is None else target
+            name = settings.target if npu_target is None else npu_target
             if out is None:
                 allocating.record = {allocating_record}, name, known
             else:
                 given.record = {given_record}, name, known
     form.seen = hits
 """
+
+# The one-shot function's keyword-only parameters, in every op's signature.
+KEYWORDS = ("out", "backend", "npu_target")
+# The names the lane's own code uses: no parameter of an op may take one of them.
+_LANE_NAMES = {"name", "t", "known", "ready", "flags", "b", "settings", "ndarray", "request", "call",
+               "params_of", "given", "allocating", "adapt", "hits", "form", "args", "before"}
 
 
 class Form:
@@ -438,13 +446,17 @@ class Form:
 
 class Lane:
     """An op's last one-shot call, repeated in one Python frame (docs/performance.md, "Tiny
-    calls and autograd"): ``one_shot(*args, out, backend, target)`` is the op's one-shot call.
-    Where its arguments are what the call its form repeats (:class:`Form`) ran with
-    (:data:`BUFFER`, :data:`SHAPE`, :data:`VALUE`, :class:`Ints`), the output's buffers pass the
-    per-call checks (``ValidatedCalls.apart``'s test; any doubt goes the long way) and the plan that
-    call ran is ``Ready.current``, it reruns that plan; anything else goes to ``call``
-    (OpDefinition.call), which tells ``ran(form, known, before, args, out, target)`` what
-    it ran (``known``, found when ``before`` was the last signature found).
+    calls and autograd"): ``one_shot`` is the op's public one-shot function, written here
+    with the signature and the docstring of ``public`` (OpDefinition.one_shot_function), the
+    one frame a call makes before its kernel runs. Where its arguments are what the call its
+    form repeats (:class:`Form`) ran with (:data:`BUFFER`, :data:`SHAPE`, :data:`VALUE`,
+    :class:`Ints`), the output's buffers pass the per-call checks (``ValidatedCalls.apart``'s
+    test; any doubt goes the long way) and the plan that call ran is ``Ready.current``, it
+    reruns that plan; anything else goes to ``call`` (OpDefinition.call), which tells
+    ``ran(form, known, before, args, out, npu_target)`` what it ran (``known``, found when
+    ``before`` was the last signature found). ``adapt``, where an op has one, first turns a
+    first argument that is no ndarray into the one the call stands for (called with the
+    input buffers).
 
     The lane repeats a call from the time its signature ran the long way twice in a row with
     no call of its form served by the lane in between. Calls that alternate between signatures
@@ -453,8 +465,15 @@ class Lane:
 
     __slots__ = ("given", "allocating", "one_shot", "ran")
 
-    def __init__(self, roles: tuple[str | Ints, ...], call: Callable, params_of: Callable):
-        names = [f"a{i}" for i in range(len(roles))]
+    def __init__(self, public: Callable, roles: tuple[str | Ints, ...], call: Callable, params_of: Callable,
+                 adapt: Callable | None = None):
+        parameters = inspect.signature(public).parameters.values()
+        names = [p.name for p in parameters if p.kind == p.POSITIONAL_OR_KEYWORD]
+        keywords = tuple(p.name for p in parameters if p.kind == p.KEYWORD_ONLY)
+        if keywords != KEYWORDS or len(names) != len(roles) or not _LANE_NAMES.isdisjoint(names):
+            raise TypeError(f"{public.__name__}{inspect.signature(public)}: a one-shot function takes one "
+                            f"parameter a role ({len(roles)}), then keyword-only {', '.join(KEYWORDS)}, "
+                            f"and none named {sorted(_LANE_NAMES)}")
         buffers = [n for n, role in zip(names, roles) if role == BUFFER]
         values = [(n, role) for n, role in zip(names, roles) if role == VALUE or isinstance(role, Ints)]
 
@@ -484,7 +503,10 @@ class Lane:
         allocating = compared(arrays)
         given = compared(arrays + [("out", BUFFER)])
         self.allocating, self.given = Form(len(allocating[1])), Form(len(given[1]))
+        first = names[0]
+        adapted = f"\n    if type({first}) is not ndarray:\n        {first} = adapt({', '.join(buffers)})"
         source = _LANE.format(
+            function=public.__name__, adapt=adapted if adapt is not None else "",
             names=", ".join(names), buffers=", ".join(buffers),
             allocating_fields=", ".join(allocating[1]), allocating_same=" and ".join(allocating[2]),
             given_fields=", ".join(given[1]), given_same=" and ".join(given[2]),
@@ -492,7 +514,11 @@ class Lane:
             exact=" and ".join(f"type({v}) in (str, int)" for v, role in values if role == VALUE) or "True",
             allocating_record=", ".join(allocating[0]), given_record=", ".join(given[0]))
         scope = dict(settings=_settings, ndarray=np.ndarray, request=request, call=call,
-                     params_of=params_of, given=self.given, allocating=self.allocating)
-        exec(source, scope)   # noqa: S102
-        self.one_shot = scope["one_shot"]
+                     params_of=params_of, adapt=adapt, given=self.given, allocating=self.allocating)
+        exec(compile(source, f"<padloss.fastpath lane of {public.__name__}>", "exec"), scope)   # noqa: S102
+        one_shot = scope[public.__name__]
+        for attribute in ("__module__", "__qualname__", "__doc__", "__annotations__", "__defaults__",
+                          "__kwdefaults__"):
+            setattr(one_shot, attribute, getattr(public, attribute))
+        self.one_shot = one_shot
         self.ran = scope["ran"]

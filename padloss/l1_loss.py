@@ -191,7 +191,7 @@ def _memo_params(grad_output: Any, self: Any, target: Any, reduction: Any) -> An
 
 
 _op = OpDefinition(OP, BUFFERS, (BUFFER, BUFFER, BUFFER, VALUE), _memo_params, _validate_inputs,
-                   _validate_output, _target_terms)
+                   _validate_output, _target_terms, adapt=_grad_output_array)
 
 
 def l1_loss_backward_get_workspace_size(grad_output: Any, self: Any, target: Any, reduction: Any,
@@ -214,6 +214,7 @@ def prepare(grad_output: np.ndarray, self: np.ndarray, target: np.ndarray, reduc
     return _op.prepare((grad_output, self, target, reduction))
 
 
+@_op.one_shot_function
 def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = "mean", *,
                      out: Any = None, backend: str | None = None, npu_target: str | None = None) -> Any:
     """Gradient of ``l1_loss(self, target, reduction)`` with respect to ``self``.
@@ -228,6 +229,3 @@ def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = 
     Ascend product whose refusals apply (padloss.npu_targets; None: the ``target`` setting;
     not ``target``, which is aclnn's name for the label).
     """
-    if type(grad_output) is not np.ndarray:   # the common case needs no call
-        grad_output = _grad_output_array(grad_output, self, target)
-    return _op.one_shot(grad_output, self, target, reduction, out, backend, npu_target)

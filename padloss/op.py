@@ -18,12 +18,15 @@ An op module (padloss.circular_pad, padloss.l1_loss) fills in an
   inputs' device that overlaps none of them, are checked here);
 - ``target_terms(inputs, output_meta)``: what a target's refusals read
   (padloss.npu_targets.check): the dtypes it checks, by argument, the pad's width,
-  whether an input is an integer.
+  whether an input is an integer;
+- ``adapt(*input_buffers)``, where an op has one: the first argument, when it is no
+  ndarray, as the array the one-shot call stands for (L1's scalar grad_output).
 
-Its public one-shot function calls ``one_shot(*args, out, backend, target)``; the
-others pass their arguments through: ``args`` as the validator takes them (the input
-buffers as the caller gave them and the memo params are read from them), and
-``target``, the call's ``target=`` (None: the setting), checked once the op's own
+Its public one-shot function is :meth:`OpDefinition.one_shot_function` of a def that
+gives its signature and docstring (padloss.fastpath.Lane writes its body); the other
+public functions pass their arguments through: ``args`` as the validator takes them (the
+input buffers as the caller gave them and the memo params are read from them), and
+``target``, the call's ``npu_target=`` (None: the setting), checked once the op's own
 rules passed; the memo keys on its name.
 
 The output's name in errors is ``grad_input`` in the two-phase form and
@@ -57,13 +60,15 @@ class OpDefinition:
     """One op's phase 1 and one-shot call, from its validators (see the module)."""
 
     __slots__ = ("op", "buffers", "inputs", "one_shot_names", "validate_inputs", "validate_output",
-                 "target_terms", "given", "allocating", "lane", "one_shot", "_input_at", "_memo_params")
+                 "target_terms", "given", "allocating", "lane", "_roles", "_adapt", "_input_at",
+                 "_memo_params")
 
     def __init__(self, op: str, buffers: tuple[str, ...], roles: tuple[str | Ints, ...],
                  memo_params: Callable[..., Any],
                  validate_inputs: Callable[..., Inputs],
                  validate_output: Callable[[TensorMeta, Inputs, str], None],
-                 target_terms: Callable[[Inputs, TensorMeta], tuple]):
+                 target_terms: Callable[[Inputs, TensorMeta], tuple],
+                 adapt: Callable[..., Any] | None = None):
         self.op = op
         self.buffers = buffers
         self.inputs = buffers[:-1]
@@ -73,10 +78,20 @@ class OpDefinition:
         self.target_terms = target_terms
         self.given = ValidatedCalls(op, len(buffers))            # calls given their output
         self.allocating = ValidatedCalls(op, len(self.inputs))   # calls that allocate it
-        self.lane = Lane(roles, self.call, memo_params)
-        self.one_shot = self.lane.one_shot   # (*args, out, backend, target): the public one-shot call
+        self.lane = None   # the one-shot function's (one_shot_function)
+        self._roles = roles
+        self._adapt = adapt
         self._input_at = tuple(i for i, role in enumerate(roles) if role == BUFFER)   # input buffers
         self._memo_params = memo_params
+
+    def one_shot_function(self, public: Callable) -> Callable:
+        """Decorator: the op's public one-shot function, with the signature and the docstring
+        of ``public`` (the op's parameters, then keyword-only ``out``, ``backend`` and
+        ``npu_target``) and the body padloss.fastpath.Lane writes (``public``'s own is
+        never run): one Python frame before a repeated call's kernel (docs/performance.md,
+        "Tiny calls and autograd")."""
+        self.lane = Lane(public, self._roles, self.call, self._memo_params, self._adapt)
+        return self.lane.one_shot
 
     def _inputs_and_params(self, args: tuple) -> tuple[tuple, Any]:
         """The input buffers among ``args`` (by their roles) and the memo params of ``args``."""

@@ -104,6 +104,43 @@ def test_concurrent_mixed_calls_share_the_cache(fresh_cache):
     assert fresh_cache.misses >= len(pads) + len(l1s) - 6   # more problems than room: evictions happened
 
 
+_WORKQUEUE = """
+import json, threading, numba, numpy as np, padloss
+from padloss import reference
+rng = np.random.default_rng(5)
+go = rng.standard_normal((4, 16, 70, 70)).astype(np.float32)   # threaded: launch.PARALLEL_MIN_ELEMENTS
+x, pads = np.empty((4, 16, 64, 64), np.float32), (3, 3, 3, 3)
+s, t = rng.standard_normal((2, 128, 160)).astype(np.float32), rng.standard_normal(160).astype(np.float32)
+want_pad = reference.circular_pad2d_backward(go, x.shape, pads)
+want_l1 = reference.l1_loss_backward(np.float32(1.0), s, t, "mean")
+wrong = []
+
+def calls():
+    for _ in range(30):
+        wrong.extend(["pad"] * (not np.array_equal(padloss.circular_pad2d_backward(go, x, pads), want_pad)))
+        wrong.extend(["l1"] * (not np.array_equal(padloss.l1_loss_backward(np.float32(1.0), s, t), want_l1)))
+
+threads = [threading.Thread(target=calls) for _ in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(json.dumps({"layer": numba.threading_layer(), "wrong": wrong}))
+"""
+
+
+def test_threaded_kernels_take_turns_under_the_workqueue_layer():
+    """Numba's workqueue layer aborts the process when two threads start parallel regions at
+    once; plans made under it launch their threaded kernels under a lock (launch.caller), and
+    the others call them directly. Four threads of threaded calls of both ops, in a process on
+    that layer: every call finishes, bit-exact."""
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
+    done = subprocess.run([sys.executable, "-c", _WORKQUEUE], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"layer": "workqueue", "wrong": []}
+
+
 def test_one_shot_calls_reuse_a_spare_workspace_but_never_share_one(monkeypatch):
     """A one-shot run takes the workspace a finished run of its plan gave back
     (padloss.fastpath.run_once); two runs at once each have their own."""
@@ -349,6 +386,32 @@ def test_the_lane_repeats_the_last_call_of_each_form_in_one_step(monkeypatch, fr
             np.testing.assert_array_equal(bits(call()), want)
         assert long_way == []
         monkeypatch.undo()
+
+
+def test_each_ops_one_shot_function_is_its_lane_with_its_defs_signature():
+    """The public one-shot functions are their ops' lanes (OpDefinition.one_shot_function: one
+    Python frame before a repeated call's kernel) with their defs' names, defaults, docstrings
+    and module: calls by keyword, the default reduction and a NumPy scalar grad_output (the
+    lane's ``adapt``) work as the def says; a def whose parameters a lane cannot take is
+    refused where it is made."""
+    import inspect
+
+    from padloss import circular_pad, l1_loss
+
+    signature = inspect.signature(padloss.l1_loss_backward)
+    assert list(signature.parameters) == ["grad_output", "self", "target", "reduction", "out", "backend",
+                                          "npu_target"]
+    assert signature.parameters["reduction"].default == "mean" and signature.parameters["out"].default is None
+    assert padloss.l1_loss_backward.__doc__.startswith("Gradient of ``l1_loss(self, target, reduction)``")
+    assert padloss.l1_loss_backward is l1_loss._op.lane.one_shot
+    assert padloss.circular_pad2d_backward is circular_pad._op.lane.one_shot
+    assert padloss.circular_pad2d_backward.__module__ == "padloss.circular_pad"
+    x, t = np.array([[3.0, -1.0]], np.float32), np.zeros(2, np.float32)
+    for _ in range(4):   # the long way, then the lane
+        assert padloss.l1_loss_backward(grad_output=np.float32(2.0), self=x, target=t).tolist() == [[1.0, -1.0]]
+    with pytest.raises(TypeError, match="keyword-only out, backend, npu_target"):
+        l1_loss._op.one_shot_function(lambda grad_output, self, target, reduction, out=None: None)
+    assert padloss.l1_loss_backward is l1_loss._op.lane.one_shot
 
 
 def test_the_lane_keeps_serving_one_of_two_alternating_signatures(monkeypatch, fresh_cache):
