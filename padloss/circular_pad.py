@@ -150,6 +150,7 @@ def circular_pad2d_backward_get_workspace_size(grad_output: Any, self: Any, padd
     return _op.get_workspace_size((grad_output, self, padding), grad_input, backend, npu_target)
 
 
+# The def gives the signature and the docstring; the body is the op's lane (padloss.fastpath.Lane).
 @_op.one_shot_function
 def circular_pad2d_backward(grad_output: Any, self: Any, padding: Any, *, out: Any = None,
                             backend: str | None = None, npu_target: str | None = None) -> Any:

@@ -214,6 +214,7 @@ def prepare(grad_output: np.ndarray, self: np.ndarray, target: np.ndarray, reduc
     return _op.prepare((grad_output, self, target, reduction))
 
 
+# The def gives the signature and the docstring; the body is the op's lane (padloss.fastpath.Lane).
 @_op.one_shot_function
 def l1_loss_backward(grad_output: Any, self: Any, target: Any, reduction: Any = "mean", *,
                      out: Any = None, backend: str | None = None, npu_target: str | None = None) -> Any:
