@@ -7,7 +7,7 @@ and registers an instance (or a factory) under the entry-point group
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Callable, Hashable, Iterable, Mapping, Protocol
 
 from .problem import Problem
 
@@ -40,7 +40,11 @@ class Plan(Protocol):
         calls it (padloss.executor). It may also have ``runner()``, returning a callable of
         the native buffers that does what ``run(bind(natives), None, None)`` does, in fewer
         Python calls (None where it cannot): a one-shot call's rerun of the plan calls it
-        (padloss.fastpath.Ready)."""
+        (padloss.fastpath.Ready). Where the context decides no bits, a plan may set
+        ``reports_context`` True: its runner then returns the ``cache_context()`` it ran
+        under (a threaded Numba kernel: the thread count), and a one-shot call compares that
+        after the run instead of asking before it, replanning on its next call where the
+        two differ (the call that met the change ran the plan it had, with the same bits)."""
 
 
 class Backend:
@@ -95,9 +99,9 @@ class Backend:
         builders take more overrides this)."""
         return self.plan_builder(problem.op, problem.numerics)(problem)
 
-    def cache_context(self) -> tuple:
-        """Run-time settings a plan depends on (e.g. the thread count); part of
-        the plan-cache key."""
+    def cache_context(self) -> Hashable:
+        """Run-time settings a plan depends on (e.g. the thread count), as a hashable value
+        that compares equal while they hold; part of the plan-cache key."""
         return ()
 
     def device_soc(self, device: str) -> str | None:

@@ -32,6 +32,9 @@ skips the two costly parts of phase 1 when its signature was seen before:
      without the call);
    - the backend's run-time context is the same (``Backend.cache_context()``,
      e.g. the Numba thread count), where the plan depends on it (not ``context_free``);
+     a plan whose runner reports the context it ran under (a threaded Numba plan's kernel
+     returns its thread count) is compared after its run instead, and a call that finds
+     it changed leaves the next call to fetch the plan again;
    - the plan cache still holds the plan (``plan_cache.PlanCache.touch``: no
      plan removed since ``PlanCache.generation`` was read, when it was
      fetched; the touch counts as a hit and keeps the LRU order, as a lookup
@@ -281,7 +284,7 @@ class Ready:
     field through a descriptor call, and a call reads a dozen (docs/performance.md)."""
 
     __slots__ = ("asked", "holds", "settled", "epoch", "context_of", "context", "key", "generation", "bind",
-                 "run", "plan_bind_around", "workspace_size", "spares", "launch")
+                 "run", "plan_bind_around", "workspace_size", "spares", "launch", "ran_under")
 
     def __init__(self, asked: tuple, choice: Choice, context: tuple, key: tuple, generation: int,
                  plan: Plan):
@@ -289,8 +292,6 @@ class Ready:
         self.holds = choice.holds                 # the choice's holds()
         self.settled = choice.settled             # holds() is the registry's load alone
         self.epoch = choice.epoch                 # the registry's load the choice was made in
-        # its backend's cache_context(), bound once; None where the plan runs the same under any
-        self.context_of = None if getattr(plan, "context_free", False) else choice.backend.cache_context
         self.context = context                    # what cache_context() said when the plan was fetched
         self.key = key                            # the plan-cache key
         self.generation = generation              # plan_cache.generation before the plan was fetched
@@ -300,13 +301,23 @@ class Ready:
         self.workspace_size = plan.workspace_size
         self.spares = Spares()                    # workspaces of finished runs, for the next
         runner = getattr(plan, "runner", None)    # launch(natives): bind and run, the plan's way if any
-        self.launch = (runner() if runner is not None else None) or self.bind_and_launch
+        runs = runner() if runner is not None else None
+        self.launch = runs or self.bind_and_launch
+        # what launch() returns while the context holds: the context, where the plan's runner
+        # reports the one it ran under (Plan's reports_context), else None
+        reports = runs is not None and getattr(plan, "reports_context", False)
+        self.ran_under = context if reports else None
+        # its backend's cache_context(), bound once, for the check before a run; None where
+        # the plan runs the same under any, or reports the one it ran under
+        self.context_of = (None if getattr(plan, "context_free", False) or reports
+                           else choice.backend.cache_context)
 
     def current(self, asked: tuple) -> bool:
         """Whether a one-shot call asking ``asked`` (a ``request()``) may rerun this plan: the
         same request, the choice standing (for a settled one, the registry's load alone), the
-        backend's context the same where the plan depends on it, the plan cache holding the
-        plan (its hit counted: ``plan_cache.PlanCache.touch``)."""
+        backend's context the same where the plan depends on it and does not report it (the
+        caller compares ``launch``'s value with ``ran_under`` after a run where it does), the
+        plan cache holding the plan (its hit counted: ``plan_cache.PlanCache.touch``)."""
         return (self.asked == asked
                 and (self.epoch == registry.epoch if self.settled else self.holds())   # Choice.holds
                 and (self.context_of is None or self.context_of() == self.context)
@@ -364,7 +375,8 @@ def run_once(known: Known, arrays: tuple[np.ndarray, ...], requested_backend: st
     ready = known.ready
     if ready is None or not ready.current(asked):
         ready = known.ready = _ready(known.problem, asked)
-    ready.launch(arrays)
+    if ready.launch(arrays) != ready.ran_under:   # it ran under another context: replan next time
+        known.ready = None
 
 
 # ---------------------------------------------------------------- 3. the last call, repeated
@@ -395,7 +407,8 @@ def {function}({names}, *, out, backend, npu_target):{adapt}
             if ready is not None and ready.current(request(backend)):
                 allocating.hits += 1
                 out = known.new_output()
-                ready.launch(({buffers}, out))
+                if ready.launch(({buffers}, out)) != ready.ran_under:   # as run_once: replan next time
+                    known.ready = None
                 return out
     else:
         {given_fields}, t, known = given.record
@@ -405,7 +418,8 @@ def {function}({names}, *, out, backend, npu_target):{adapt}
                 ready = known.ready
                 if ready is not None and ready.current(request(backend)):
                     given.hits += 1
-                    ready.launch(({buffers}, out))
+                    if ready.launch(({buffers}, out)) != ready.ran_under:   # as run_once
+                        known.ready = None
                     return out
     return call(({names},), ({buffers},), params_of({names}), out, backend, npu_target)
 

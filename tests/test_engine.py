@@ -651,7 +651,11 @@ def test_repeated_calls_see_every_change_that_decides_the_plan(plugin, monkeypat
 def test_the_thread_count_decides_a_threaded_plan_and_no_serial_one(fresh_cache):
     """A one-shot call reruns its last plan only while the thread count it was planned for
     holds, where the plan is threaded; a serial plan (``context_free``) runs the same under
-    any count, so it stays."""
+    any count, so it stays. A threaded kernel returns the count it ran under (the plan's
+    ``reports_context``): the call that meets a new count runs the plan it had, with the
+    same bits, and the next one runs a plan for that count, by the long way and by the lane."""
+    from padloss import circular_pad
+
     rng = np.random.default_rng(0)
     calls = [_pad_call(rng, np.float32, shape, (1, 1, 1, 1)) for shape in ((1, 2, 4, 4), (1, 2, 128, 128))]
 
@@ -659,18 +663,31 @@ def test_the_thread_count_decides_a_threaded_plan_and_no_serial_one(fresh_cache)
         out = padloss.circular_pad2d_backward(go, x, p)
         np.testing.assert_array_equal(bits(out), bits(reference.circular_pad2d_backward(go, x.shape, p)))
 
+    def ran_under():   # the thread count the threaded call's kept plan runs under; None: none kept
+        go, x, p = calls[1]
+        ready = circular_pad._op.allocating.find((go,), circular_pad._memo_params(go, x, p), None).ready
+        return None if ready is None else ready.ran_under
+
     for call in calls:
         run(*call)
         run(*call)
-    assert fresh_cache.misses == 2
+    assert fresh_cache.misses == 2 and ran_under() == numba.get_num_threads()
     numba.set_num_threads(1)
     try:
         run(*calls[0])
         assert fresh_cache.misses == 2            # serial: the same plan
         run(*calls[1])
-        assert fresh_cache.misses == 3            # threaded: a plan for one thread
+        assert fresh_cache.misses == 2 and ran_under() is None   # ran the plan it had, and let it go
+        run(*calls[1])
+        assert fresh_cache.misses == 3 and ran_under() == 1      # threaded: a plan for one thread
+        for _ in range(3):   # the lane takes the signature up
+            run(*calls[1])
     finally:
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    run(*calls[1])                                # the lane's call: the one-thread plan, let go
+    assert ran_under() is None
+    run(*calls[1])
+    assert ran_under() == numba.get_num_threads() and fresh_cache.misses == 3   # the first plan, kept
 
 
 def test_a_settled_choice_asks_no_backend_again(monkeypatch, fresh_cache):

@@ -140,31 +140,40 @@ def test_a_compiled_wrapper_takes_an_array_of_a_lower_rank_than_typed_by_its_dat
         assert out.tolist() == (a * np.arange(1, a.size + 1).reshape(shape)).tolist(), shape
 
 
-def test_the_private_thread_count_reader_exists_and_agrees():
-    """The Numba backend reads the thread count on every call through Numba's private
-    lock-free reader (0.14 us, against 0.75 us for numba.get_num_threads()). If Numba
-    renames it, this fails, naming it."""
+def test_the_private_thread_count_readers_exist_and_agree():
+    """The Numba backend reads the thread count through Numba's private lock-free reader
+    (0.14 us, against 0.75 us for numba.get_num_threads()), and its threaded kernels return
+    the count they ran under through Numba's private intrinsic (one that caches on disk;
+    docs/performance.md, "Thread count"). If Numba renames either, this fails, naming it."""
     import threading
 
     import numba
     from numba.np.ufunc import parallel
 
+    import padloss
     from padloss_numba import numba_backend
 
     assert hasattr(parallel, "_get_num_threads"), "numba.np.ufunc.parallel._get_num_threads is gone"
+    assert hasattr(parallel, "_iget_num_threads"), "numba.np.ufunc.parallel._iget_num_threads is gone"
     assert numba_internals.thread_count_reader() is parallel._get_num_threads
+    assert numba_internals.caller_thread_count() is parallel._iget_num_threads
     assert numba_backend.thread_count is parallel._get_num_threads
+    rng = np.random.default_rng(0)
+    go, x = rng.standard_normal((2, 3, 130, 130)).astype(np.float32), np.empty((2, 3, 128, 128), np.float32)
+    plan = padloss.circular_pad2d_backward_get_workspace_size(go, x, (1, 1, 1, 1), x)[1]._plan
+    assert plan.reports_context   # a threaded plan: its kernel returns the count it ran under
+    run = plan.runner()
     seen = []
 
     def in_a_thread():
-        numba.set_num_threads(1)     # per thread, as Numba's own reader sees it
-        seen.append((numba_backend.thread_count(), numba.get_num_threads()))
+        numba.set_num_threads(1)     # per thread, as Numba's own readers see it
+        seen.append((numba_backend.thread_count(), run((go, x)), numba.get_num_threads()))
 
     worker = threading.Thread(target=in_a_thread)
     worker.start()
     worker.join()
-    assert seen == [(1, 1)]
-    assert numba_backend.thread_count() == numba.get_num_threads()
+    assert seen == [(1, 1, 1)]
+    assert numba_backend.thread_count() == run((go, x)) == numba.get_num_threads()
 
 
 

@@ -52,7 +52,7 @@ from .convert import (
 )
 from .indirect import call_body, flat, stack_array
 from .nontemporal import LINE, STAGE_BYTES, drain, fence, item_bytes, lead_in, stream_lines
-from .numba_internals import BodyCompiler
+from .numba_internals import BodyCompiler, caller_thread_count
 from .scalars import apart, greater, lesser
 from .slots import Slots
 
@@ -599,6 +599,8 @@ def _staged_runs(kinds, exact, term, row, fixed_row, factor, inputs, out, span, 
         s, e = e, lesser(j1, e + len(stage))
 
 
+_threads_here = caller_thread_count()   # a threaded entry's return: the count it ran under
+
 NEST = Slots(dims=RANK, steps=4 * RANK, starts=4, block=1, chunks=1, body=1)
 """The loop nest a plan packs (see make_kernel)."""
 DIMS, STEPS, STARTS, BLOCK = NEST.dims, NEST.steps, NEST.starts, NEST.block
@@ -616,9 +618,10 @@ def make_kernel(parallel: bool):
     ``nest`` is :data:`NEST` packed: the loop shape (``RANK`` dims), each array's
     strides over it (4 x ``RANK``), each array's offset of element 0, the inner block
     length, how many pieces the work is split into (the serial entry runs one), and
-    the body's address (padloss_numba.slots says why one array). The caller reads
-    the thread count, since reading it here would keep Numba from caching the
-    kernel on disk.
+    the body's address (padloss_numba.slots says why one array). The caller picks
+    the pieces from the thread count; the parallel entry returns the count it ran
+    under (``_threads_here``), which the caller compares afterwards (padloss.backend.Plan's
+    ``reports_context``).
     """
     if parallel:
         def kernel(go, x, t, out, nest, coef):
@@ -626,6 +629,7 @@ def make_kernel(parallel: bool):
             chunks = nest[CHUNKS]
             for chunk in prange(chunks):
                 call_body(nest[BODY], (go, x, t, out, nest, coef, np.int64(chunk), chunks))
+            return _threads_here()
     else:
         def kernel(go, x, t, out, nest, coef):
             go, x, t, out = flat(go), flat(x), flat(t), flat(out)

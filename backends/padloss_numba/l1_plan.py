@@ -185,6 +185,7 @@ class L1LossBackwardPlan:
         self._as_is = _as_they_are(metas)
         self._parallel = problem.output.size >= PARALLEL_MIN_ELEMENTS
         self.context_free = not self._parallel   # a serial run uses no threads
+        self.reports_context = self._parallel    # a threaded runner returns its thread count
         chunks = CHUNKS_PER_THREAD * threads if self._parallel else 1
         # a row longer than a chunk's share is cut into blocks, so one long row still splits
         block = max(1, min(MAX_BLOCK, -(-dims[-1] // chunks)))
@@ -238,23 +239,24 @@ class L1LossBackwardPlan:
         self._call(*args)
 
 
-def _runner(call, flatten: tuple | None, constants: tuple) -> Callable[[tuple], None]:
+def _runner(call, flatten: tuple | None, constants: tuple) -> Callable[[tuple], int | None]:
     """A plan's kernel ``call`` on the buffers, as they are (``flatten`` None: the one-shot
     call's buffers, checked in the same call) or as its ``bind`` flattens them, as one function
     of them, written out here (a Python call less) with the plan's flatteners and constants
     in its cells: a closure reads them cheaper than a partial passes them (docs/performance.md,
-    "Tiny calls and autograd")."""
+    "Tiny calls and autograd"). It returns what the kernel does (a threaded one: the thread
+    count it ran under)."""
     nest, coef = constants
     if flatten is None:
-        def run_as_they_are(buffers: tuple) -> None:
+        def run_as_they_are(buffers: tuple) -> int | None:
             grad_output, self_, target, out = buffers
-            call(grad_output, self_, target, out, nest, coef)
+            return call(grad_output, self_, target, out, nest, coef)
         return run_as_they_are
     g, x, t, o = flatten
 
-    def run_on(buffers: tuple) -> None:
+    def run_on(buffers: tuple) -> int | None:
         grad_output, self_, target, out = buffers
-        call(g(grad_output), x(self_), t(target), o(out), nest, coef)
+        return call(g(grad_output), x(self_), t(target), o(out), nest, coef)
 
     return run_on
 

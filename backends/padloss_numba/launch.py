@@ -39,7 +39,7 @@ def caller(kernel, parallel: bool, dispatched: bool = False):
     return call
 
 
-def launch_locked(kernel, *args) -> None:
+def launch_locked(kernel, *args):
     """``kernel(*args)`` with no other threaded kernel running (the ``workqueue`` layer)."""
     with _lock:
-        kernel(*args)
+        return kernel(*args)

@@ -95,6 +95,13 @@ def compiled_wrapper(dispatcher):
     return dispatcher.overloads[tuple(signature)].entry_point
 
 
+def caller_thread_count():
+    """Numba's intrinsic that reads the calling thread's thread count in compiled code (valid
+    once the pool has started). numba.get_num_threads() in compiled code calls through a
+    ctypes pointer, which keeps a function off the disk cache; this one links by symbol."""
+    return parallel._iget_num_threads
+
+
 def thread_count_reader():
     """Numba's lock-free reader of the calling thread's thread count, valid once the
     pool has started: numba.get_num_threads() takes two locks a call."""

@@ -50,7 +50,7 @@ from .building import jit, with_globals
 from .convert import BF16, F16, F32, F64, NARROW, load, opaque, store_nearest_even, store_sum_half_away
 from .indirect import buffer_row, call_body, stack_array
 from .nontemporal import LINE, drain, fence, item_bytes, lead_in, prefetch, stream_lines
-from .numba_internals import BodyCompiler
+from .numba_internals import BodyCompiler, caller_thread_count
 from .scalars import greater, lesser, rarely
 from .slots import Slots
 from .window import LANES, folder, mover
@@ -420,6 +420,8 @@ def accumulator_dtype(kind: int):
     return np.float64 if kind == F64 else np.float32
 
 
+_threads_here = caller_thread_count()   # a threaded entry's return: the count it ran under
+
 AXES = Slots(height=4, width=4, body=1, chunks=1, streamed_rows=1, row_on_stack=1)
 """The geometry a plan packs (see make_kernel): (crop, kept, before, after) of each axis."""
 HEIGHT, WIDTH, BODY, CHUNKS = AXES.height, AXES.width, AXES.body, AXES.chunks
@@ -445,7 +447,9 @@ def make_kernel(kind: int, parallel: bool):
     8-byte-aligned uint8 holding one row of W' accumulators per piece, or is not read
     (``row_on_stack``: a row of at most ROW_STACK_BYTES, which each piece takes on its
     thread's stack and hands the body as its workspace). The caller picks the pieces
-    from the thread count: reading it inside a kernel makes Numba refuse to cache it on disk.
+    from the thread count. The parallel entry returns the thread count it ran under
+    (``_threads_here``), which the plan's caller compares with the count it was planned for
+    afterwards (padloss.backend.Plan's ``reports_context``).
     """
     if parallel:
         def kernel(go, gi, axes, workspace):
@@ -453,6 +457,7 @@ def make_kernel(kind: int, parallel: bool):
             for chunk in prange(chunks):
                 rows = stack_array(workspace, ROW_STACK_BYTES) if axes[ROW_ON_STACK] else workspace
                 call_body(axes[BODY], (go, gi, axes, rows, np.int64(chunk), chunks))
+            return _threads_here()
     else:
         def kernel(go, gi, axes, workspace):
             rows = stack_array(workspace, ROW_STACK_BYTES) if axes[ROW_ON_STACK] else workspace

@@ -127,15 +127,16 @@ def _streamed_rows(kind: int, layout: str) -> int:
 NO_WORKSPACE = np.empty(0, np.uint8)
 
 
-def _runner(call, axes: np.ndarray, bind) -> Callable[[tuple], None]:
+def _runner(call, axes: np.ndarray, bind) -> Callable[[tuple], int | None]:
     """A plan's kernel ``call`` on the buffers (through ``bind``, unless None), its rows on the
     stack, as one function of them: the plan's parts in its cells, which a closure reads
-    cheaper than a partial passes them (docs/performance.md, "Tiny calls and autograd")."""
+    cheaper than a partial passes them (docs/performance.md, "Tiny calls and autograd").
+    It returns what the kernel does (a threaded one: the thread count it ran under)."""
     workspace = NO_WORKSPACE
 
-    def run_on(buffers: tuple) -> None:
+    def run_on(buffers: tuple) -> int | None:
         go, gi = buffers if bind is None else bind(buffers)
-        call(go, gi, axes, workspace)
+        return call(go, gi, axes, workspace)
 
     return run_on
 
@@ -165,6 +166,7 @@ class CircularPadPlan:
         self._rank3 = len(grad_input.shape) == 3
         self._parallel = grad_output.size >= PARALLEL_MIN_ELEMENTS
         self.context_free = not self._parallel   # a serial run uses no threads
+        self.reports_context = self._parallel    # a threaded runner returns its thread count
         layout = "C" if c_contiguous(grad_output) and c_contiguous(grad_input) else "A"
         out_nbytes = grad_input.size * _ELEMENT[kind].bitwidth // 8
         w_axes = [self._channels * n for n in (w.crop, w.kept, w.before, w.after)]
