@@ -649,7 +649,7 @@ def test_repeated_calls_see_every_change_that_decides_the_plan(plugin, monkeypat
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one thread: no other count to set")
 def test_the_thread_count_decides_a_threaded_plan_and_no_serial_one(fresh_cache):
-    """A one-shot call reruns its last plan only while the thread count it was planned for
+    """A one-shot call keeps its last plan only while the thread count it was planned for
     holds, where the plan is threaded; a serial plan (``context_free``) runs the same under
     any count, so it stays. A threaded kernel returns the count it ran under (the plan's
     ``reports_context``): the call that meets a new count runs the plan it had, with the
