@@ -320,6 +320,14 @@ def test_bench_peers_leave_large_out_with_quick():
     args = parsed("--quick", "--dtypes", "float32", "float16")
     assert peers.steps(args, "jax") == 2 * 2 * len(OPS)   # the progress bar counts the peers' steps
     assert peers.steps(args, "torch") == (2 + 1) * 2 * len(OPS) + 1
+    # a peer with no step left is not started, and the report says why
+    large = parsed("--quick", "--sizes", "large", "--dtypes", "float32")
+    assert peers.steps(large, "jax") == 0 and peers.steps(large, "torch") == 1   # torch: the training step
+    why = peers.timed(large)
+    if peers.installed("jax"):
+        assert why["jax"] == "--quick (`padloss bench` times it at large)"
+    if peers.installed("torch"):
+        assert why["torch"] is None
 
 
 def test_bench_speedups_over_a_peer_are_at_the_largest_size_it_was_timed_at(report):

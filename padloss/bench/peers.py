@@ -178,13 +178,16 @@ def steps(args: argparse.Namespace, peer: str) -> int:
 
 
 def timed(args: argparse.Namespace) -> dict[str, str | None]:
-    """Each peer framework -> None when it is timed, else why not."""
+    """Each peer framework -> None when it is timed, else why not (a peer whose child would
+    take no step, e.g. JAX under ``--quick --sizes large``, is not started)."""
     why = {}
     for peer in PEERS:
         if not installed(peer):
             why[peer] = "not installed"
         elif getattr(args, f"no_{peer}"):
             why[peer] = f"--no-{peer}"
+        elif steps(args, peer) == 0:
+            why[peer] = f"--quick (`padloss bench` times it at {', '.join(args.sizes)})"
         else:
             why[peer] = None
     return why
