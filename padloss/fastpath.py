@@ -286,7 +286,7 @@ class Ready:
     __slots__ = ("asked", "holds", "settled", "epoch", "context_of", "context", "key", "generation", "bind",
                  "run", "plan_bind_around", "workspace_size", "spares", "launch", "ran_under")
 
-    def __init__(self, asked: tuple, choice: Choice, context: tuple, key: tuple, generation: int,
+    def __init__(self, asked: tuple, choice: Choice, context: Hashable, key: tuple, generation: int,
                  plan: Plan):
         self.asked = asked                        # request(): backend=, use_backend block, the setting
         self.holds = choice.holds                 # the choice's holds()
